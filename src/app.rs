@@ -1,0 +1,378 @@
+//! One function per subcommand: configuration → policy → plan → exec or print.
+
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{CommandFactory, Parser};
+
+use crate::backend::{self, Plan};
+use crate::banner::{self, Style};
+use crate::cli::{self, Cli, Cmd, FormatArg, PlatformArg, PolicyArgs, ShellInvocation};
+use crate::error::EXIT_SBX_FAILED;
+use crate::policy::{self, Host, Platform, Policy};
+
+/// Entry point after `main`: decide the mode and run it.
+pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let self_exe = std::env::current_exe().ok().and_then(|p| std::fs::canonicalize(p).ok());
+    let is_the_shell = env
+        .iter()
+        .find(|(k, _)| k == "SHELL")
+        .and_then(|(_, v)| std::fs::canonicalize(v).ok())
+        .is_some_and(|s| Some(&s) == self_exe.as_ref());
+    if let Some(inv) = cli::shell_invocation(&argv, is_the_shell) {
+        return shell(inv, env, self_exe).map(|never| match never {});
+    }
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_SBX_FAILED } else { 0 };
+            let _ = e.print();
+            return Ok(ExitCode::from(code));
+        }
+    };
+    match cli.cmd {
+        None => {
+            let _ = Cli::command().print_help();
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Cmd::Run(args)) => {
+            run_command(&args.policy, args.command, env, self_exe, false).map(|never| match never {})
+        }
+        Some(Cmd::Profile(args)) => {
+            let platform = match args.platform {
+                Some(PlatformArg::Linux) => Platform::Linux,
+                Some(PlatformArg::Macos) => Platform::Macos,
+                None => Platform::host(),
+            };
+            let mut host = gather_host(platform, env, self_exe)?;
+            if let Some(home) = &args.home {
+                host.home = host.cwd.join(home);
+            }
+            let mut command = args.command;
+            let mut policy = policy::resolve(&host, &args.policy, Vec::new())?;
+            if command.is_empty() {
+                command.push(policy.shell.clone().into_os_string());
+            }
+            policy.command = command;
+            let plan = render(&policy, &host, true)?;
+            let text = match args.format {
+                FormatArg::Text => match &plan.profile {
+                    Some(profile) => profile.clone(),
+                    None => plan.to_shell_text(),
+                },
+                FormatArg::Json => plan.to_json(),
+            };
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes()).context("writing to stdout")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Cmd::Check(args)) => check(&args.policy, args.format, env, self_exe),
+        Some(Cmd::Completions { shell }) => {
+            print!("{}", crate::generate::completions(shell)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Cmd::Man) => {
+            print!("{}", crate::generate::man()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Cmd::Inner(args)) => inner(args),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
+    let opts = crate::seccomp::Options {
+        allow_unix_sockets: args.allow_unix_sockets,
+    };
+    crate::inner::run(&args.command, opts).map(|never| match never {})
+}
+
+#[cfg(not(target_os = "linux"))]
+fn inner(_args: cli::InnerArgs) -> Result<ExitCode> {
+    bail!("the inner stage exists only on Linux")
+}
+
+/// Shell mode: run the configured inner shell with the options as given.
+fn shell(
+    inv: ShellInvocation,
+    env: Vec<(OsString, OsString)>,
+    self_exe: Option<PathBuf>,
+) -> Result<Infallible> {
+    let shell_command = inv
+        .args
+        .iter()
+        .any(|a| a.to_str().is_some_and(|s| s.starts_with('-') && !s.starts_with("--") && s.contains('c')));
+    let mut command = Vec::new();
+    if inv.login {
+        command.push(OsString::from("-l"));
+    }
+    command.extend(inv.args);
+    run_with(&PolicyArgs::default(), command, env, self_exe, shell_command, true)
+}
+
+fn run_command(
+    flags: &PolicyArgs,
+    command: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    self_exe: Option<PathBuf>,
+    shell_command: bool,
+) -> Result<Infallible> {
+    run_with(flags, command, env, self_exe, shell_command, false)
+}
+
+/// Resolve, check, render and exec one command. In shell mode `command` holds
+/// only the inner shell's arguments.
+fn run_with(
+    flags: &PolicyArgs,
+    command: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    self_exe: Option<PathBuf>,
+    shell_command: bool,
+    shell_mode: bool,
+) -> Result<Infallible> {
+    let style = Style::detect(&env);
+    let host = gather_host(Platform::host(), env, self_exe)?;
+    if already_sandboxed() {
+        // Nothing can be added from inside: namespaces cannot be created here,
+        // and leaving is impossible by construction.
+        if flags.unsandboxed {
+            bail!("--unsandboxed cannot be used inside an sbx sandbox: the command stays in the sandbox it is in");
+        }
+        let mut policy = policy::resolve(&host, flags, Vec::new())?;
+        policy.command = full_command(&policy, command, shell_mode);
+        return crate::exec::exec_unsandboxed(&policy.command);
+    }
+    let mut policy = policy::resolve(&host, flags, Vec::new())?;
+    policy.command = full_command(&policy, command, shell_mode);
+    for w in &policy.warnings {
+        banner::warn(style, w);
+    }
+    let path_var = host.var("PATH").cloned();
+    crate::exec::check_command(&policy.command, path_var.as_deref(), &host.cwd)?;
+
+    if flags.unsandboxed {
+        confirm_unsandboxed(&policy)?;
+        banner::not_sandboxed(style, "--unsandboxed was confirmed for this one command");
+        return crate::exec::exec_unsandboxed(&policy.command);
+    }
+    if !policy.enabled {
+        if banner::wanted(policy.banner, shell_command) {
+            banner::warn(style, "sandbox disabled (`enabled = false` in your configuration); running the command as is");
+        }
+        return crate::exec::exec_unsandboxed(&policy.command);
+    }
+    if matches!(policy.network, policy::Network::Allowlist(_)) {
+        banner::warn(
+            style,
+            "network = \"allowlist\" is not supported yet: the network is denied instead (use network = \"allow\" or \"deny\")",
+        );
+    }
+    if let Some(exe) = &host.self_exe {
+        if policy.writable.iter().any(|w| exe.starts_with(w)) {
+            banner::warn(
+                style,
+                &format!(
+                    "sbx itself ({}) lies inside a writable root: the sandboxed command could replace it for the next run (install sbx outside the project)",
+                    exe.display()
+                ),
+            );
+        }
+    }
+    let plan = match render(&policy, &host, false) {
+        Ok(plan) => plan,
+        Err(cause) => {
+            let cause = format!("{cause:#}");
+            if policy.require {
+                bail!("cannot sandbox the command: {cause}; refusing to run it because `require` is set");
+            }
+            banner::not_sandboxed(style, &format!("{cause}; running the command without a sandbox (set require = true to refuse instead)"));
+            return crate::exec::exec_unsandboxed(&policy.command);
+        }
+    };
+    if banner::wanted(policy.banner, shell_command) {
+        let backend = if plan.profile.is_some() { "seatbelt" } else { "bwrap" };
+        banner::print_active(style, &banner::summary(&policy, backend));
+    }
+    crate::exec::exec(&plan)
+}
+
+/// The argv to run: in shell mode the inner shell and its arguments.
+fn full_command(policy: &Policy, command: Vec<OsString>, shell_mode: bool) -> Vec<OsString> {
+    if !shell_mode {
+        return command;
+    }
+    let mut full = vec![policy.shell.clone().into_os_string()];
+    full.extend(command);
+    full
+}
+
+/// Render the plan for the policy's platform. For a dry run a missing
+/// backend is not an error: the plan names the bubblewrap that would be used.
+fn render(policy: &Policy, host: &Host, dry_run: bool) -> Result<Plan> {
+    match policy.platform {
+        Platform::Linux => {
+            let path_var = host.var("PATH").map(|p| p.as_os_str());
+            let bwrap = match crate::exec::find_bwrap(policy, path_var) {
+                Ok(b) => b,
+                Err(_) if dry_run => PathBuf::from(crate::exec::SYSTEM_BWRAP),
+                Err(cause) => bail!("{cause}"),
+            };
+            let sbx = host.self_exe.clone().unwrap_or_else(|| PathBuf::from("sbx"));
+            Ok(backend::bwrap::render(policy, &bwrap, &sbx))
+        }
+        Platform::Macos => {
+            let plan = backend::seatbelt::render(policy)?;
+            if !dry_run && !Path::new(backend::seatbelt::SANDBOX_EXEC).exists() {
+                bail!("{} is missing", backend::seatbelt::SANDBOX_EXEC);
+            }
+            Ok(plan)
+        }
+    }
+}
+
+/// Ask on the terminal before running one command without the sandbox.
+fn confirm_unsandboxed(policy: &Policy) -> Result<()> {
+    if !policy.allow_unsandboxed {
+        bail!("--unsandboxed is refused: `allow_unsandboxed = false` in your configuration");
+    }
+    let mut tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .context("--unsandboxed needs a terminal to ask for confirmation, and there is none; the command was not run")?;
+    let shown: Vec<String> = policy.command.iter().map(|a| backend::shell_quote(&a.to_string_lossy())).collect();
+    write!(
+        tty,
+        "sbx: run WITHOUT the sandbox: {}\nType yes to confirm: ",
+        banner::sanitize(&shown.join(" "))
+    )
+    .context("writing to the terminal")?;
+    let mut answer = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut tty), &mut answer)
+        .context("reading the answer from the terminal")?;
+    if answer.trim() != "yes" {
+        bail!("not confirmed; the command was not run");
+    }
+    Ok(())
+}
+
+/// `sbx check`: the backend and the effective policy.
+fn check(
+    flags: &PolicyArgs,
+    format: FormatArg,
+    env: Vec<(OsString, OsString)>,
+    self_exe: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let host = gather_host(Platform::host(), env, self_exe)?;
+    let policy = policy::resolve(&host, flags, Vec::new())?;
+    let backend = match policy.platform {
+        Platform::Linux => crate::exec::find_bwrap(&policy, host.var("PATH").map(|p| p.as_os_str()))
+            .map(|p| p.display().to_string()),
+        Platform::Macos => {
+            if Path::new(backend::seatbelt::SANDBOX_EXEC).exists() {
+                Ok(backend::seatbelt::SANDBOX_EXEC.to_string())
+            } else {
+                Err(format!("{} is missing", backend::seatbelt::SANDBOX_EXEC))
+            }
+        }
+    };
+    let ok = backend.is_ok();
+    let origins: Vec<(String, String)> = policy
+        .origins
+        .iter()
+        .map(|(k, s)| (k.to_string(), s.to_string()))
+        .collect();
+    match format {
+        FormatArg::Json => {
+            let value = serde_json::json!({
+                "backend": backend.as_ref().ok(),
+                "backend_error": backend.as_ref().err(),
+                "project": policy.project,
+                "writable": policy.writable,
+                "network": banner::summary(&policy, ""),
+                "origins": origins.iter().map(|(k, s)| serde_json::json!({"key": k, "source": s})).collect::<Vec<_>>(),
+                "warnings": policy.warnings,
+            });
+            println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        }
+        FormatArg::Text => {
+            match &backend {
+                Ok(b) => println!("backend: {b}"),
+                Err(e) => println!("backend: NOT available: {e}"),
+            }
+            println!("policy:  {}", banner::summary(&policy, "sandbox"));
+            println!("project: {}", policy.project.display());
+            for (k, s) in &origins {
+                println!("  {k}: from {s}");
+            }
+            for w in &policy.warnings {
+                println!("warning: {w}");
+            }
+        }
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Collect the host facts resolution needs.
+fn gather_host(
+    platform: Platform,
+    env: Vec<(OsString, OsString)>,
+    self_exe: Option<PathBuf>,
+) -> Result<Host> {
+    let cwd = std::env::current_dir().context("the working directory is not accessible")?;
+    let home = env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| PathBuf::from(v))
+        .filter(|h| h.is_absolute())
+        .or_else(home_from_passwd)
+        .context("cannot tell the home directory: set HOME to an absolute path")?;
+    let var = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| PathBuf::from(v));
+    let cache_dir = var("XDG_CACHE_HOME")
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| home.join(".cache"))
+        .join("sbx");
+    Ok(Host {
+        platform,
+        cwd,
+        home,
+        env,
+        self_exe,
+        cache_dir: Some(cache_dir),
+        scan_env_files: platform == Platform::Linux,
+    })
+}
+
+fn home_from_passwd() -> Option<PathBuf> {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+}
+
+/// Whether this process already runs inside an sbx sandbox. Decided from
+/// what the sandbox cannot fake away and the host cannot fake into existence
+/// for sbx: PID 1 is sbx's inner stage and this process is filtered.
+#[cfg(target_os = "linux")]
+fn already_sandboxed() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let filtered = status.lines().any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2'))
+        && status.lines().any(|l| l.starts_with("NoNewPrivs:") && l.trim_end().ends_with('1'));
+    let init = std::fs::read("/proc/1/cmdline").unwrap_or_default();
+    filtered && init.split(|&b| b == 0).nth(1) == Some(b"__inner".as_slice())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn already_sandboxed() -> bool {
+    false
+}
+
+#[allow(dead_code)]
+fn stdin_is_terminal() -> bool {
+    std::io::stdin().is_terminal()
+}

@@ -1,0 +1,98 @@
+//! From a resolved [`Policy`] to a [`Plan`]: the exact program, arguments and
+//! environment that run. `sbx profile` prints a plan, `sbx run` executes the
+//! same plan, so what is reviewed is what runs.
+//!
+//! Both renderers are pure string building and compile on every platform, so a
+//! macOS profile can be produced and tested on Linux and the other way round.
+
+pub mod bwrap;
+pub mod seatbelt;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::policy::EnvPlan;
+
+/// What will be executed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The program (an absolute path).
+    pub program: PathBuf,
+    /// Its arguments, without argv[0].
+    pub args: Vec<OsString>,
+    /// Environment changes the executor applies itself; `None` when the
+    /// arguments already carry them (bubblewrap's `--setenv`/`--unsetenv`).
+    pub env: Option<EnvPlan>,
+    /// Descriptors that must be open on an empty file (`/dev/null`) when the
+    /// program starts: bubblewrap reads its unreadable placeholders from them.
+    pub empty_fds: Vec<i32>,
+    /// Missing "runs later" paths to create (empty) before the run so they can be
+    /// made read-only; the kind tells a directory from a file.
+    pub create: Vec<(PathBuf, crate::policy::Kind)>,
+    /// The Seatbelt profile, when there is one (it is also in `args`).
+    pub profile: Option<String>,
+}
+
+/// Quote one argument for a POSIX shell, only when needed.
+pub fn shell_quote(arg: &str) -> String {
+    let safe = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./-_".contains(&b));
+    if safe {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+impl Plan {
+    /// The plan as a command line that can be pasted into a shell: one
+    /// argument per line, each shell-quoted, and the empty descriptors as
+    /// redirections from `/dev/null` at the end.
+    pub fn to_shell_text(&self) -> String {
+        let mut lines = vec![shell_quote(&self.program.to_string_lossy())];
+        lines.extend(self.args.iter().map(|a| shell_quote(&a.to_string_lossy())));
+        let mut text = lines.join(" \\\n  ");
+        for fd in &self.empty_fds {
+            text.push_str(&format!(" {fd}</dev/null"));
+        }
+        text.push('\n');
+        text
+    }
+
+    /// The plan as JSON: `{program, args, env, profile, empty_fds}`.
+    pub fn to_json(&self) -> String {
+        let env = self.env.as_ref().map(|e| {
+            serde_json::json!({
+                "clear": e.clear,
+                "set": e.set.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect::<serde_json::Map<_, _>>(),
+                "unset": e.unset,
+            })
+        });
+        let value = serde_json::json!({
+            "program": self.program.to_string_lossy(),
+            "args": self.args.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
+            "env": env,
+            "profile": self.profile,
+            "empty_fds": self.empty_fds,
+        });
+        let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("--bind"), "--bind");
+        assert_eq!(shell_quote("/a b"), "'/a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("$HOME"), "'$HOME'");
+    }
+}

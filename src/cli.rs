@@ -1,0 +1,291 @@
+//! The command line as typed: clap definitions only, no I/O and no policy.
+//!
+//! Shell mode (`sbx -c CMD`, `sbx -lc CMD`, a login shell named `-sbx`) is not a
+//! clap subcommand: bash's option grammar cannot be expressed in clap, so
+//! [`shell_invocation`] recognises it before clap ever sees the arguments.
+
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Run any command inside an OS-enforced sandbox.
+#[derive(Debug, Parser)]
+#[command(
+    name = "sbx",
+    version,
+    about = "Run any command inside an OS-enforced sandbox (bubblewrap on Linux, Seatbelt on macOS)",
+    long_about = "Run any command inside an OS-enforced sandbox (bubblewrap on Linux, Seatbelt on \
+macOS). By default the command may write only to the project and /tmp, cannot read credentials \
+(~/.ssh, ~/.aws, .env, ...) and has no network.\n\nsbx also works as a shell: `sbx -c 'CMD'` \
+behaves like `bash -c 'CMD'`, sandboxed, so agents and editors can use it as $SHELL.",
+    after_help = "Exit status: the command's own; 125 when sbx failed before running it, 126 when \
+it is not executable, 127 when it is not found, 128+N when it was killed by signal N.",
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Run a command inside the sandbox (argv as given, no shell).
+    Run(RunArgs),
+    /// Print exactly what `sbx run` would execute: the bubblewrap argv or the Seatbelt profile.
+    Profile(ProfileArgs),
+    /// Diagnose the backend and print the effective policy.
+    Check(CheckArgs),
+    /// Print a completion script for a shell.
+    Completions {
+        /// The shell to generate completions for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    #[command(hide = true)]
+    Man,
+    /// Internal: the second stage, run by bubblewrap inside the sandbox as PID 1.
+    #[command(name = "__inner", hide = true)]
+    Inner(InnerArgs),
+}
+
+/// Flags that override the configuration files.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PolicyArgs {
+    /// Read this configuration file (trusted like the user file) [env: SBX_CONFIG]
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Network mode.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub network: Option<NetworkArg>,
+    /// Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies
+    /// --network allowlist unless --network is given).
+    #[arg(long = "allow-domain", value_name = "HOST")]
+    pub allow_domain: Vec<String>,
+    /// Also make PATH writable (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub writable: Vec<PathBuf>,
+    /// No writes at all; reads limited to the project and system paths.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Refuse to run (exit 125) when the sandbox cannot be enforced.
+    #[arg(long)]
+    pub require: bool,
+    /// Run this one command without the sandbox, after an interactive yes on the terminal.
+    #[arg(long)]
+    pub unsandboxed: bool,
+    /// Do not print the banner (warnings are still printed).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Use DIR as the project root instead of the repository around the working directory.
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+}
+
+/// `sbx run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// The command and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// `sbx profile`.
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// The platform to render for (default: this host).
+    #[arg(long, value_enum, value_name = "PLATFORM")]
+    pub platform: Option<PlatformArg>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    pub format: FormatArg,
+    /// Pretend the home directory is DIR (for reproducible snapshots).
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// The command to show (default: the inner shell).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// `sbx check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    pub format: FormatArg,
+}
+
+/// `sbx __inner`: options decided by the outer stage.
+#[derive(Debug, Args)]
+pub struct InnerArgs {
+    /// Let the command create Unix sockets.
+    #[arg(long)]
+    pub allow_unix_sockets: bool,
+    /// The command and its arguments.
+    #[arg(required = true, allow_hyphen_values = true, last = true)]
+    pub command: Vec<OsString>,
+}
+
+/// `--network`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NetworkArg {
+    Deny,
+    Allow,
+    Allowlist,
+}
+
+/// `--platform`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlatformArg {
+    Linux,
+    Macos,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Text,
+    Json,
+}
+
+/// How sbx was asked to behave as a shell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellInvocation {
+    /// Invoked as a login shell (`argv[0]` starts with `-`).
+    pub login: bool,
+    /// The arguments for the inner shell, unchanged and in order.
+    pub args: Vec<OsString>,
+}
+
+/// Recognise shell mode: `argv[1]` is a bash option cluster, or `argv[0]` starts
+/// with `-` (a login shell). `is_the_shell` says whether `$SHELL` names this
+/// executable; only then does sbx with no arguments act as a shell.
+pub fn shell_invocation(argv: &[OsString], is_the_shell: bool) -> Option<ShellInvocation> {
+    let login = argv
+        .first()
+        .and_then(|a0| std::path::Path::new(a0).file_name())
+        .is_some_and(|name| name.as_encoded_bytes().first() == Some(&b'-'));
+    let args: Vec<OsString> = argv.iter().skip(1).cloned().collect();
+    match args.first() {
+        None if login || is_the_shell => Some(ShellInvocation { login, args }),
+        None => None,
+        Some(first) if login || is_shell_option(first) => Some(ShellInvocation { login, args }),
+        Some(_) => None,
+    }
+}
+
+/// Whether `arg` is one of bash's invocation options (and not one of sbx's own).
+fn is_shell_option(arg: &OsStr) -> bool {
+    let Some(arg) = arg.to_str() else {
+        return false;
+    };
+    const LONG: &[&str] = &[
+        "--login",
+        "--noprofile",
+        "--norc",
+        "--posix",
+        "--rcfile",
+        "--init-file",
+        "--restricted",
+        "--verbose",
+        "--noediting",
+        "--debugger",
+        "--dump-strings",
+        "--dump-po-strings",
+        "--pretty-print",
+        "--wordexp",
+    ];
+    if LONG.contains(&arg) {
+        return true;
+    }
+    // sbx's own short flags win: `sbx -h` is help, `sbx -V` the version.
+    if arg == "-h" || arg == "-V" {
+        return false;
+    }
+    // A cluster of bash's single-letter options: `-c`, `-lc`, `-ec`, `-i`, `-s`, `-o`, `+O`, ...
+    const LETTERS: &str = "abcefhiklmnoprstuvxBCEHOPT";
+    let (sign, rest) = arg.split_at(1);
+    (sign == "-" || sign == "+") && !rest.is_empty() && rest.chars().all(|c| LETTERS.contains(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn argv(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn dash_c_is_shell_mode() {
+        let inv = shell_invocation(&argv(&["sbx", "-c", "echo hi"]), false).unwrap();
+        assert!(!inv.login);
+        assert_eq!(inv.args, argv(&["-c", "echo hi"]));
+    }
+
+    #[test]
+    fn option_clusters_are_shell_mode() {
+        for first in ["-lc", "-ec", "-ic", "-l", "-i", "-s", "--login", "--noprofile", "-o", "+O"] {
+            assert!(
+                shell_invocation(&argv(&["sbx", first, "x"]), false).is_some(),
+                "{first}"
+            );
+        }
+    }
+
+    #[test]
+    fn subcommands_and_sbx_flags_are_not_shell_mode() {
+        for first in ["run", "profile", "-h", "--help", "-V", "--version", "--network", "-z"] {
+            assert!(
+                shell_invocation(&argv(&["sbx", first]), false).is_none(),
+                "{first}"
+            );
+        }
+    }
+
+    #[test]
+    fn login_shell_by_argv0() {
+        let inv = shell_invocation(&argv(&["-sbx"]), false).unwrap();
+        assert!(inv.login);
+        assert!(inv.args.is_empty());
+    }
+
+    #[test]
+    fn no_arguments_is_a_shell_only_when_sbx_is_the_shell() {
+        assert!(shell_invocation(&argv(&["sbx"]), false).is_none());
+        assert!(shell_invocation(&argv(&["sbx"]), true).is_some());
+    }
+
+    #[test]
+    fn run_passes_dash_flags_to_the_command() {
+        let cli = Cli::try_parse_from(["sbx", "run", "--", "grep", "-c", "foo", "file"]).unwrap();
+        let Some(Cmd::Run(run)) = cli.cmd else {
+            panic!("not run")
+        };
+        assert_eq!(run.command, argv(&["grep", "-c", "foo", "file"]));
+        let cli = Cli::try_parse_from(["sbx", "run", "--network", "allow", "ls", "-la"]).unwrap();
+        let Some(Cmd::Run(run)) = cli.cmd else {
+            panic!("not run")
+        };
+        assert_eq!(run.policy.network, Some(NetworkArg::Allow));
+        assert_eq!(run.command, argv(&["ls", "-la"]));
+    }
+}

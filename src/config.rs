@@ -1,0 +1,408 @@
+//! Configuration as written: the `[sandbox]` table of a TOML file.
+//!
+//! This module only reads and checks the shape of files; it makes no policy
+//! decisions (that is `policy::resolve`). Unknown keys, wrong types and invalid
+//! values are errors that name the file, the line and the key, so a typo can
+//! never silently weaken (or strengthen) a policy. Other tables in the same file
+//! are ignored, so sbx can read its section out of another tool's config.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::netrule::HostRule;
+
+/// Where a configuration layer came from, lowest precedence first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Built-in defaults.
+    Default,
+    /// `$XDG_CONFIG_HOME/sbx/config.toml`.
+    User(PathBuf),
+    /// `--config FILE` or `$SBX_CONFIG`.
+    Explicit(PathBuf),
+    /// `.sbx.toml` in the project: may only narrow.
+    Project(PathBuf),
+    /// Command-line flags.
+    Flags,
+}
+
+impl Source {
+    /// The file behind this source, if any.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Source::User(p) | Source::Explicit(p) | Source::Project(p) => Some(p),
+            Source::Default | Source::Flags => None,
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => write!(f, "default"),
+            Source::User(p) => write!(f, "user file {}", p.display()),
+            Source::Explicit(p) => write!(f, "--config {}", p.display()),
+            Source::Project(p) => write!(f, "project file {}", p.display()),
+            Source::Flags => write!(f, "command line"),
+        }
+    }
+}
+
+/// `filesystem = true | false | "read-only"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsSetting {
+    /// Writes only to `writable`.
+    Restricted,
+    /// No writes at all; reads limited to the project and system paths.
+    ReadOnly,
+    /// No filesystem restriction.
+    Unrestricted,
+}
+
+impl<'de> Deserialize<'de> for FsSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(FsSetting::Restricted),
+            Raw::Bool(false) => Ok(FsSetting::Unrestricted),
+            Raw::Str(s) if s == "read-only" => Ok(FsSetting::ReadOnly),
+            Raw::Str(s) => Err(serde::de::Error::custom(format!(
+                "invalid value \"{s}\", expected true, false or \"read-only\""
+            ))),
+        }
+    }
+}
+
+/// `network = "deny" | "allow" | "allowlist"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    Deny,
+    Allowlist,
+    Allow,
+}
+
+/// `unix_sockets = "deny" | "allow"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnixSockets {
+    Deny,
+    Allow,
+}
+
+/// `env = "inherit" | "minimal"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvMode {
+    Minimal,
+    Inherit,
+}
+
+/// `banner = "auto" | "always" | "never"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BannerMode {
+    Auto,
+    Always,
+    Never,
+}
+
+/// The `[sandbox]` table. Every key is optional: an absent key leaves the value
+/// of the layer below.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxTable {
+    pub enabled: Option<bool>,
+    pub require: Option<bool>,
+    pub filesystem: Option<FsSetting>,
+    pub writable: Option<Vec<Spanned<String>>>,
+    pub deny_read: Option<Vec<Spanned<String>>>,
+    pub deny_write: Option<Vec<Spanned<String>>>,
+    pub network: Option<NetworkMode>,
+    pub network_allowlist: Option<Vec<Spanned<String>>>,
+    pub allow_unsandboxed: Option<bool>,
+    pub unix_sockets: Option<UnixSockets>,
+    pub env: Option<EnvMode>,
+    pub env_passthrough: Option<Vec<Spanned<String>>>,
+    pub shell: Option<Spanned<String>>,
+    pub banner: Option<BannerMode>,
+    /// Absolute path of the bubblewrap to use (user file or `--config` only).
+    pub bwrap: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+struct Document {
+    #[serde(default)]
+    sandbox: Option<SandboxTable>,
+}
+
+/// One parsed and checked configuration file.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub source: Source,
+    pub table: SandboxTable,
+    /// Allowlist entries, parsed.
+    pub allowlist: Option<Vec<HostRule>>,
+}
+
+/// Read and check one file. `None` when the file does not exist and `optional`.
+pub fn load(source: Source, optional: bool) -> Result<Option<Layer>> {
+    let Some(path) = source.path().map(Path::to_path_buf) else {
+        return Ok(None);
+    };
+    let text = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if optional && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!(
+                    "cannot read config file {}: check the path given by --config or SBX_CONFIG",
+                    path.display()
+                )
+            })
+        }
+    };
+    let text = String::from_utf8(text).map_err(|_| {
+        anyhow::anyhow!(
+            "{}: not valid UTF-8 (a TOML file must be UTF-8 text)",
+            path.display()
+        )
+    })?;
+    parse(source, &text).map(Some)
+}
+
+/// Parse and check the text of a configuration file.
+pub fn parse(source: Source, text: &str) -> Result<Layer> {
+    let file = source
+        .path()
+        .map_or_else(|| "<config>".to_string(), |p| p.display().to_string());
+    let doc: Document = toml::from_str(text).map_err(|e| {
+        let (line, key) = match e.span() {
+            Some(span) => locate(text, span.start),
+            None => (0, None),
+        };
+        let mut msg = e.message().replace('\n', " ");
+        if let Some(field) = unknown_field(&msg) {
+            msg = format!("unknown key `{field}`");
+            return anyhow::anyhow!(
+                "{file}:{line}: {msg} in [sandbox] (remove it; the keys are listed in `man sbx.toml` and the README)"
+            );
+        }
+        if let Some(k) = key {
+            msg = format!("key `{k}`: {msg}");
+        }
+        anyhow::anyhow!("{file}:{line}: {msg} (fix the value; see the README's configuration reference)")
+    })?;
+    let table = doc.sandbox.unwrap_or_default();
+    let err = |span: std::ops::Range<usize>, key: &str, why: String| {
+        let (line, _) = locate(text, span.start);
+        anyhow::anyhow!("{file}:{line}: key `{key}`: {why}")
+    };
+    for (key, list) in [
+        ("writable", &table.writable),
+        ("deny_read", &table.deny_read),
+        ("deny_write", &table.deny_write),
+    ] {
+        for item in list.iter().flatten() {
+            check_path_text(item.get_ref())
+                .map_err(|why| err(item.span(), key, format!("{why} (write an absolute path, `~/...` or a path relative to the project)")))?;
+        }
+    }
+    for (key, item) in [("shell", &table.shell), ("bwrap", &table.bwrap)] {
+        if let Some(item) = item {
+            check_path_text(item.get_ref())
+                .and_then(|()| {
+                    if item.get_ref().starts_with('/') {
+                        Ok(())
+                    } else {
+                        Err(format!("`{}` is not an absolute path", item.get_ref()))
+                    }
+                })
+                .map_err(|why| err(item.span(), key, format!("{why} (write an absolute path)")))?;
+        }
+    }
+    for item in table.env_passthrough.iter().flatten() {
+        let name = item.get_ref();
+        let valid = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid {
+            return Err(err(
+                item.span(),
+                "env_passthrough",
+                format!("`{}` is not an environment variable name (letters, digits and `_`)", name.escape_debug()),
+            ));
+        }
+    }
+    let allowlist = match &table.network_allowlist {
+        None => None,
+        Some(items) => Some(
+            items
+                .iter()
+                .map(|item| {
+                    HostRule::parse(item.get_ref()).map_err(|why| {
+                        err(
+                            item.span(),
+                            "network_allowlist",
+                            format!("`{}`: {why}", item.get_ref().escape_debug()),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+    };
+    Ok(Layer {
+        source,
+        table,
+        allowlist,
+    })
+}
+
+/// Paths in a policy must be plain text: no NUL, newline or other control
+/// character (they could inject syntax into a profile or a log line).
+pub fn check_path_text(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("an empty path".into());
+    }
+    if let Some(c) = path.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "the path {:?} contains the control character {:?}",
+            path, c
+        ));
+    }
+    Ok(())
+}
+
+/// 1-based line of a byte offset, and the key written at the start of that line.
+fn locate(text: &str, offset: usize) -> (usize, Option<String>) {
+    let offset = offset.min(text.len());
+    let line_no = text.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("");
+    let key = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().trim_matches('"').to_string())
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    (line_no, key)
+}
+
+fn unknown_field(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    rest.split_once('`').map(|(f, _)| f.to_string())
+}
+
+/// The user file: `$XDG_CONFIG_HOME/sbx/config.toml`, else `~/.config/sbx/config.toml`.
+pub fn user_file(xdg_config_home: Option<&Path>, home: &Path) -> PathBuf {
+    match xdg_config_home {
+        Some(dir) if dir.is_absolute() => dir.join("sbx/config.toml"),
+        _ => home.join(".config/sbx/config.toml"),
+    }
+}
+
+/// The nearest `.sbx.toml` in `cwd` or its ancestors, up to and including `project`.
+pub fn project_file(cwd: &Path, project: &Path) -> Option<PathBuf> {
+    for dir in cwd.ancestors() {
+        let candidate = dir.join(".sbx.toml");
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+        if dir == project {
+            break;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_err(text: &str) -> String {
+        parse(Source::User(PathBuf::from("/u/config.toml")), text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn seed_schema_loads() {
+        let text = r#"
+[sandbox]
+enabled = true
+filesystem = true
+network = "deny"          # deny | allow | allowlist
+network_allowlist = ["registry.npmjs.org", "github.com"]
+writable = [".", "/tmp"]
+allow_unsandboxed = true
+"#;
+        let layer = parse(Source::Default, text).unwrap();
+        assert_eq!(layer.table.network, Some(NetworkMode::Deny));
+        assert_eq!(layer.allowlist.unwrap().len(), 2);
+    }
+
+    #[test]
+    fn other_tables_are_ignored() {
+        let layer = parse(Source::Default, "[other]\nx = 1\n[sandbox]\nnetwork = \"allow\"\n").unwrap();
+        assert_eq!(layer.table.network, Some(NetworkMode::Allow));
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let msg = parse_err("[sandbox]\nnetwork = \"deny\"\nnetwrok = \"allow\"\n");
+        assert!(msg.starts_with("/u/config.toml:3: unknown key `netwrok`"), "{msg}");
+    }
+
+    #[test]
+    fn invalid_value_names_key() {
+        let msg = parse_err("[sandbox]\n\nnetwork = \"sometimes\"\n");
+        assert!(msg.starts_with("/u/config.toml:3: key `network`"), "{msg}");
+        assert!(msg.contains("sometimes"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_names_key() {
+        let msg = parse_err("[sandbox]\nenabled = \"yes\"\n");
+        assert!(msg.starts_with("/u/config.toml:2: key `enabled`"), "{msg}");
+    }
+
+    #[test]
+    fn filesystem_values() {
+        for (v, want) in [
+            ("true", FsSetting::Restricted),
+            ("false", FsSetting::Unrestricted),
+            ("\"read-only\"", FsSetting::ReadOnly),
+        ] {
+            let layer = parse(Source::Default, &format!("[sandbox]\nfilesystem = {v}\n")).unwrap();
+            assert_eq!(layer.table.filesystem, Some(want));
+        }
+        let msg = parse_err("[sandbox]\nfilesystem = \"rw\"\n");
+        assert!(msg.contains(":2: key `filesystem`"), "{msg}");
+    }
+
+    #[test]
+    fn wildcard_allowlist_is_refused() {
+        let msg = parse_err("[sandbox]\nnetwork_allowlist = [\n  \"github.com\",\n  \"*.com\",\n]\n");
+        assert!(msg.starts_with("/u/config.toml:4: key `network_allowlist`"), "{msg}");
+    }
+
+    #[test]
+    fn control_characters_in_paths_are_refused() {
+        let msg = parse_err("[sandbox]\nwritable = [\"/tmp/a\\nb\"]\n");
+        assert!(msg.starts_with("/u/config.toml:2: key `writable`"), "{msg}");
+        let msg = parse_err("[sandbox]\ndeny_read = [\"/x\\u0000y\"]\n");
+        assert!(msg.contains("key `deny_read`"), "{msg}");
+    }
+
+    #[test]
+    fn malformed_toml_names_the_line() {
+        let msg = parse_err("[sandbox]\nnetwork = \"deny\n");
+        assert!(msg.starts_with("/u/config.toml:2:"), "{msg}");
+    }
+}

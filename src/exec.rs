@@ -1,0 +1,166 @@
+//! The only place where sbx replaces itself with another program.
+//!
+//! Trusted helpers are found here: `/usr/bin/sandbox-exec` by absolute path
+//! only, and a bubblewrap that does not live where the sandboxed command could
+//! have written it.
+
+use std::convert::Infallible;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+
+use crate::backend::Plan;
+use crate::error::Failure;
+use crate::policy::{EnvPlan, Kind, Policy};
+
+/// Where bubblewrap is looked for first.
+pub const SYSTEM_BWRAP: &str = "/usr/bin/bwrap";
+
+/// Find a bubblewrap sbx may trust: the configured one, else `/usr/bin/bwrap`,
+/// else the first on PATH. A bubblewrap whose real path lies in a writable
+/// root or the working directory is never used: the sandboxed command could
+/// have put it there. The error is the cause, for the "not sandboxed" line.
+pub fn find_bwrap(policy: &Policy, path_var: Option<&OsStr>) -> Result<PathBuf, String> {
+    let untrusted = |p: &Path| {
+        policy.writable.iter().any(|w| p.starts_with(w)) || p.starts_with(&policy.cwd)
+    };
+    if let Some(configured) = &policy.bwrap {
+        let real = std::fs::canonicalize(configured)
+            .map_err(|e| format!("the configured bwrap {} cannot be used: {e}", configured.display()))?;
+        if untrusted(&real) {
+            return Err(format!(
+                "the configured bwrap {} lies inside a writable root, where the sandbox could replace it",
+                real.display()
+            ));
+        }
+        if !is_executable(&real) {
+            return Err(format!("the configured bwrap {} is not executable", real.display()));
+        }
+        return Ok(real);
+    }
+    let mut candidates = vec![PathBuf::from(SYSTEM_BWRAP)];
+    if let Some(path) = path_var {
+        if let Ok(found) = which::which_in_all("bwrap", Some(path), &policy.cwd) {
+            candidates.extend(found);
+        }
+    }
+    for c in candidates {
+        let Ok(real) = std::fs::canonicalize(&c) else { continue };
+        if is_executable(&real) && !untrusted(&real) {
+            return Ok(real);
+        }
+    }
+    Err("bubblewrap (bwrap) is not installed (install it: apt-get install bubblewrap, dnf install bubblewrap, or pacman -S bubblewrap)".into())
+}
+
+fn is_executable(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Check, before anything runs, that the command exists and is executable, so
+/// that 127 and 126 come with sbx's own message.
+pub fn check_command(command: &[OsString], path_var: Option<&OsStr>, cwd: &Path) -> Result<()> {
+    let Some(program) = command.first() else {
+        anyhow::bail!("no command given (usage: sbx run -- CMD [ARGS...])");
+    };
+    let name = program.to_string_lossy().into_owned();
+    if program.as_encoded_bytes().contains(&b'/') {
+        let path = cwd.join(program);
+        return match std::fs::metadata(&path) {
+            Err(_) => Err(Failure::CommandNotFound(name).into()),
+            Ok(m) if m.is_dir() || m.permissions().mode() & 0o111 == 0 => {
+                Err(Failure::NotExecutable(name).into())
+            }
+            Ok(_) => Ok(()),
+        };
+    }
+    match which::which_in(program, path_var, cwd) {
+        Ok(_) => Ok(()),
+        Err(_) => {
+            // `which` skips files that are not executable; tell them apart.
+            let exists = path_var
+                .map(std::env::split_paths)
+                .into_iter()
+                .flatten()
+                .any(|dir| dir.join(program).is_file());
+            if exists {
+                Err(Failure::NotExecutable(name).into())
+            } else {
+                Err(Failure::CommandNotFound(name).into())
+            }
+        }
+    }
+}
+
+/// Replace sbx with the plan's program.
+pub fn exec(plan: &Plan) -> Result<Infallible> {
+    for (path, kind) in &plan.create {
+        let made = match kind {
+            Kind::Dir => std::fs::create_dir(path),
+            _ => std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map(drop),
+        };
+        match made {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("creating {} so it can be made read-only", path.display())
+                })
+            }
+        }
+    }
+    for &fd in &plan.empty_fds {
+        open_empty_at(fd)?;
+    }
+    let mut cmd = Command::new(&plan.program);
+    cmd.args(&plan.args);
+    if let Some(env) = &plan.env {
+        apply_env(&mut cmd, env);
+    }
+    let err = cmd.exec();
+    Err(err).with_context(|| format!("cannot execute {}", plan.program.display()))
+}
+
+/// Run a command as it is, without any sandbox.
+pub fn exec_unsandboxed(command: &[OsString]) -> Result<Infallible> {
+    let Some((program, args)) = command.split_first() else {
+        anyhow::bail!("no command given");
+    };
+    let err = Command::new(program).args(args).exec();
+    Err(err).with_context(|| format!("cannot execute {}", program.to_string_lossy()))
+}
+
+fn apply_env(cmd: &mut Command, env: &EnvPlan) {
+    if env.clear {
+        cmd.env_clear();
+    }
+    for name in &env.unset {
+        cmd.env_remove(name);
+    }
+    for (k, v) in &env.set {
+        cmd.env(k, v);
+    }
+}
+
+/// Open `/dev/null` at descriptor `fd`, inheritable across exec.
+fn open_empty_at(fd: i32) -> Result<()> {
+    use nix::fcntl::{fcntl, open, FcntlArg, FdFlag, OFlag};
+    use nix::sys::stat::Mode;
+    let tmp = open("/dev/null", OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+        .context("opening /dev/null")?;
+    if tmp != fd {
+        nix::unistd::dup2(tmp, fd).with_context(|| format!("placing /dev/null at descriptor {fd}"))?;
+        nix::unistd::close(tmp).context("closing a descriptor")?;
+    }
+    // dup2 clears close-on-exec; a descriptor opened in place still has it.
+    fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty())).context("clearing close-on-exec")?;
+    Ok(())
+}

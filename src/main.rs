@@ -1,0 +1,29 @@
+//! sbx: run any command inside an OS-enforced sandbox.
+
+mod app;
+mod backend;
+mod banner;
+mod cli;
+mod config;
+mod envscan;
+mod error;
+mod exec;
+mod generate;
+#[cfg(target_os = "linux")]
+mod inner;
+mod netrule;
+mod policy;
+#[cfg(target_os = "linux")]
+mod seccomp;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match app::run(std::env::args_os().collect()) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("sbx: error: {}", banner::sanitize(&format!("{err:#}")));
+            ExitCode::from(error::exit_code(&err))
+        }
+    }
+}

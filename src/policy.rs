@@ -1,0 +1,1049 @@
+//! Resolution: command line + configuration layers + host facts → [`Policy`].
+//!
+//! This is the one place where precedence is decided (defaults, user file,
+//! `--config`/`$SBX_CONFIG`, project `.sbx.toml` which may only narrow, flags)
+//! and where paths become absolute real paths. Apart from reading files and
+//! resolving symlinks it has no side effects: nothing here creates, changes or
+//! runs anything, so `sbx profile` can call it on any host.
+
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{bail, Result};
+
+use crate::cli::{NetworkArg, PolicyArgs};
+use crate::config::{
+    self, BannerMode, EnvMode, FsSetting, Layer, NetworkMode, Source, UnixSockets,
+};
+use crate::netrule::{HostPattern, HostRule};
+
+/// The platform a policy is resolved and rendered for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    Linux,
+    Macos,
+}
+
+impl Platform {
+    /// The platform sbx is running on.
+    pub fn host() -> Platform {
+        if cfg!(target_os = "macos") {
+            Platform::Macos
+        } else {
+            Platform::Linux
+        }
+    }
+}
+
+/// What a path turned out to be when the policy was resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Missing,
+}
+
+/// The network as the command will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Network {
+    Deny,
+    Allow,
+    Allowlist(Vec<HostRule>),
+}
+
+/// A credential path whose reads are denied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// The path as written (e.g. `$HOME/.ssh`), absolute.
+    pub written: PathBuf,
+    /// Its real path, when it exists.
+    pub real: Option<PathBuf>,
+    pub kind: Kind,
+}
+
+/// A "runs later" path inside a writable root: made read-only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Protected {
+    pub path: PathBuf,
+    pub kind: Kind,
+    /// Missing now; created empty before the run so it can be made read-only
+    /// (only inside `.git`, where git would create it anyway).
+    pub create: bool,
+}
+
+/// A system path made readable in `filesystem = "read-only"` mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SystemPath {
+    Dir(PathBuf),
+    /// A symlink such as `/bin -> usr/bin` on merged-/usr systems.
+    Symlink { path: PathBuf, target: PathBuf },
+}
+
+/// Changes to the environment the command inherits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvPlan {
+    /// Start from an empty environment (`env = "minimal"`).
+    pub clear: bool,
+    /// Variables set (in minimal mode: every variable kept).
+    pub set: Vec<(String, String)>,
+    /// Credential variables removed (inherit mode).
+    pub unset: Vec<String>,
+}
+
+/// Everything decided about one run.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub platform: Platform,
+    pub enabled: bool,
+    pub require: bool,
+    pub allow_unsandboxed: bool,
+    pub filesystem: FsSetting,
+    /// The home directory as given (lexical).
+    pub home: PathBuf,
+    /// Real path of the project root.
+    pub project: PathBuf,
+    /// Real path of the working directory.
+    pub cwd: PathBuf,
+    /// Writable roots: real paths, shallowest first, none inside another.
+    pub writable: Vec<PathBuf>,
+    /// "Runs later" paths inside writable roots, made read-only.
+    pub protected: Vec<Protected>,
+    /// Directories between a writable root and a protected path, made mount
+    /// points of themselves so that they cannot be renamed away.
+    pub pins: Vec<PathBuf>,
+    /// Credential paths whose reads are denied.
+    pub credentials: Vec<Credential>,
+    /// `.env` files found in the project (real paths).
+    pub env_files: Vec<PathBuf>,
+    pub network: Network,
+    pub unix_sockets: bool,
+    pub env: EnvPlan,
+    /// The inner shell for shell mode.
+    pub shell: PathBuf,
+    pub banner: BannerMode,
+    /// An explicitly configured bubblewrap.
+    pub bwrap: Option<PathBuf>,
+    /// System paths readable in read-only mode.
+    pub system_paths: Vec<SystemPath>,
+    /// The command (argv).
+    pub command: Vec<OsString>,
+    /// Warnings to print on every run (ignored widenings, skipped paths, ...).
+    pub warnings: Vec<String>,
+    /// Where each effective value came from (for `sbx check`).
+    pub origins: Vec<(&'static str, Source)>,
+}
+
+/// Facts about the host that resolution depends on.
+#[derive(Debug, Clone)]
+pub struct Host {
+    pub platform: Platform,
+    pub cwd: PathBuf,
+    pub home: PathBuf,
+    /// The environment sbx was started with.
+    pub env: Vec<(OsString, OsString)>,
+    /// Real path of the running sbx executable.
+    pub self_exe: Option<PathBuf>,
+    /// Where the `.env` discovery cache lives (outside the sandbox's reach).
+    pub cache_dir: Option<PathBuf>,
+    /// Whether to look for `.env` files in the project (not needed to render macOS).
+    pub scan_env_files: bool,
+}
+
+impl Host {
+    /// A variable of the host environment.
+    pub fn var(&self, name: &str) -> Option<&OsString> {
+        self.env.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+}
+
+/// Credential paths, relative to the home directory. Config can add to this
+/// list (`deny_read`); no key removes an entry.
+pub const CREDENTIALS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gh",
+    ".netrc",
+    ".docker/config.json",
+    ".kube",
+    ".git-credentials",
+    ".config/gcloud",
+    ".azure",
+    ".pypirc",
+    ".cargo/credentials.toml",
+    ".cargo/credentials",
+    ".vault-token",
+    ".password-store",
+    ".local/share/keyrings",
+    ".gem/credentials",
+    ".terraform.d/credentials.tfrc.json",
+    ".config/op",
+];
+
+/// Credential paths that exist only on macOS.
+pub const CREDENTIALS_MACOS: &[&str] = &["Library/Keychains"];
+
+/// "Runs later" paths relative to the project root.
+pub const PROJECT_PROTECTED: &[&str] = &[".git/hooks", ".git/config", ".sbx.toml", ".envrc", ".vscode"];
+
+/// "Runs later" paths relative to the home directory, protected when the
+/// home directory is writable.
+pub const HOME_PROTECTED: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".gitconfig",
+    ".config/git",
+    ".config/fish",
+    ".config/sbx",
+    ".config/autostart",
+    ".config/systemd",
+];
+
+/// `.env` files kept readable: committed templates.
+pub const ENV_TEMPLATES: &[&str] = &[".env.example", ".env.sample", ".env.template"];
+
+/// Whether a file name is a `.env` file whose reads are denied.
+pub fn is_env_file_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    (lower == ".env" || lower.starts_with(".env.")) && !ENV_TEMPLATES.contains(&lower.as_str())
+}
+
+/// Variables kept by `env = "minimal"` (plus `LC_*` and the passthrough list).
+const MINIMAL_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TZ", "TMPDIR", "COLORTERM",
+];
+
+/// Whether an environment variable looks like a credential.
+pub fn is_credential_var(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    const SUFFIXES: &[&str] = &[
+        "_TOKEN",
+        "_SECRET",
+        "_PASSWORD",
+        "_PASSWD",
+        "_API_KEY",
+        "_ACCESS_KEY",
+        "_KEY",
+        "_CREDENTIALS",
+    ];
+    const EXACT: &[&str] = &[
+        "AWS_SESSION_TOKEN",
+        "AWS_ACCESS_KEY_ID",
+        "SSH_AUTH_SOCK",
+        "GPG_AGENT_INFO",
+        "DOCKER_AUTH_CONFIG",
+    ];
+    SUFFIXES.iter().any(|s| upper.ends_with(s))
+        || upper.contains("SECRET")
+        || EXACT.contains(&upper.as_str())
+}
+
+/// The merged settings before paths are resolved.
+#[derive(Debug, Clone)]
+struct Settings {
+    enabled: bool,
+    require: bool,
+    filesystem: FsSetting,
+    writable: Vec<(PathBuf, Source)>,
+    /// Writable entries from the project file: may only narrow `writable`.
+    project_writable: Option<(Vec<PathBuf>, PathBuf)>,
+    deny_read: Vec<PathBuf>,
+    deny_write: Vec<PathBuf>,
+    network: NetworkMode,
+    allowlist: Vec<HostRule>,
+    allow_unsandboxed: bool,
+    unix_sockets: UnixSockets,
+    env: EnvMode,
+    env_passthrough: Vec<String>,
+    shell: Option<PathBuf>,
+    banner: BannerMode,
+    bwrap: Option<PathBuf>,
+    origins: Vec<(&'static str, Source)>,
+    warnings: Vec<String>,
+}
+
+impl Settings {
+    fn defaults(project: &Path) -> Settings {
+        Settings {
+            enabled: true,
+            require: false,
+            filesystem: FsSetting::Restricted,
+            writable: vec![
+                (project.to_path_buf(), Source::Default),
+                (PathBuf::from("/tmp"), Source::Default),
+            ],
+            project_writable: None,
+            deny_read: Vec::new(),
+            deny_write: Vec::new(),
+            network: NetworkMode::Deny,
+            allowlist: Vec::new(),
+            allow_unsandboxed: true,
+            unix_sockets: UnixSockets::Deny,
+            env: EnvMode::Inherit,
+            env_passthrough: Vec::new(),
+            shell: None,
+            banner: BannerMode::Auto,
+            bwrap: None,
+            origins: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn origin(&mut self, key: &'static str, source: &Source) {
+        self.origins.retain(|(k, _)| *k != key);
+        self.origins.push((key, source.clone()));
+    }
+
+    /// Apply a trusted layer (user file, `--config`): any value may change.
+    fn apply_trusted(&mut self, layer: &Layer, home: &Path, project: &Path) -> Result<()> {
+        let t = &layer.table;
+        let src = &layer.source;
+        macro_rules! take {
+            ($field:ident) => {
+                if let Some(v) = t.$field {
+                    self.$field = v;
+                    self.origin(stringify!($field), src);
+                }
+            };
+        }
+        take!(enabled);
+        take!(require);
+        take!(filesystem);
+        take!(network);
+        take!(allow_unsandboxed);
+        take!(unix_sockets);
+        take!(env);
+        take!(banner);
+        if let Some(list) = &t.writable {
+            self.writable = list
+                .iter()
+                .map(|s| Ok((expand(s.get_ref(), home, project)?, src.clone())))
+                .collect::<Result<_>>()?;
+            self.origin("writable", src);
+        }
+        for s in t.deny_read.iter().flatten() {
+            self.deny_read.push(expand(s.get_ref(), home, project)?);
+            self.origin("deny_read", src);
+        }
+        for s in t.deny_write.iter().flatten() {
+            self.deny_write.push(expand(s.get_ref(), home, project)?);
+            self.origin("deny_write", src);
+        }
+        if let Some(list) = &layer.allowlist {
+            self.allowlist = list.clone();
+            self.origin("network_allowlist", src);
+        }
+        if let Some(list) = &t.env_passthrough {
+            self.env_passthrough = list.iter().map(|s| s.get_ref().clone()).collect();
+            self.origin("env_passthrough", src);
+        }
+        if let Some(s) = &t.shell {
+            self.shell = Some(PathBuf::from(s.get_ref()));
+            self.origin("shell", src);
+        }
+        if let Some(s) = &t.bwrap {
+            self.bwrap = Some(PathBuf::from(s.get_ref()));
+            self.origin("bwrap", src);
+        }
+        Ok(())
+    }
+
+    /// Apply the project file: only values that narrow the policy are taken;
+    /// each attempted widening is ignored with a warning.
+    fn apply_project(&mut self, layer: &Layer, home: &Path, project: &Path) -> Result<()> {
+        let t = &layer.table;
+        let src = &layer.source;
+        let file = src.path().map(Path::to_path_buf).unwrap_or_default();
+        let mut ignored = |key: &str, value: String, why: &str| {
+            self.warnings.push(format!(
+                "{}: ignored `{key} = {value}`: {why} (a project file can only narrow the policy; set it in your user config instead)",
+                file.display()
+            ));
+        };
+        let mut taken: Vec<&'static str> = Vec::new();
+        if let Some(v) = t.enabled {
+            if v || !self.enabled {
+                self.enabled = v;
+                taken.push("enabled");
+            } else {
+                ignored("enabled", "false".into(), "it would turn the sandbox off");
+            }
+        }
+        if let Some(v) = t.require {
+            if v || !self.require {
+                self.require = v;
+                taken.push("require");
+            } else {
+                ignored("require", "false".into(), "it would allow running unsandboxed");
+            }
+        }
+        if let Some(v) = t.filesystem {
+            if fs_rank(v) <= fs_rank(self.filesystem) {
+                self.filesystem = v;
+                taken.push("filesystem");
+            } else {
+                ignored("filesystem", fs_text(v), "it would allow more writes");
+            }
+        }
+        if let Some(v) = t.network {
+            if net_rank(v) <= net_rank(self.network) {
+                self.network = v;
+                taken.push("network");
+            } else {
+                ignored("network", format!("{:?}", net_text(v)), "it would open the network");
+            }
+        }
+        if let Some(list) = &layer.allowlist {
+            let trusted = self.allowlist.clone();
+            let mut kept = Vec::new();
+            for rule in list {
+                if trusted.iter().any(|t| covers(t, rule)) {
+                    kept.push(rule.clone());
+                } else {
+                    ignored(
+                        "network_allowlist",
+                        format!("[\"{rule}\"]"),
+                        "the host is not in your own allowlist",
+                    );
+                }
+            }
+            self.allowlist = kept;
+            taken.push("network_allowlist");
+        }
+        if let Some(v) = t.allow_unsandboxed {
+            if !v || self.allow_unsandboxed {
+                self.allow_unsandboxed = v;
+                taken.push("allow_unsandboxed");
+            } else {
+                ignored("allow_unsandboxed", "true".into(), "it would allow leaving the sandbox");
+            }
+        }
+        if let Some(v) = t.unix_sockets {
+            if v == UnixSockets::Deny || self.unix_sockets == UnixSockets::Allow {
+                self.unix_sockets = v;
+                taken.push("unix_sockets");
+            } else {
+                ignored("unix_sockets", "\"allow\"".into(), "it would open Unix sockets");
+            }
+        }
+        if let Some(v) = t.env {
+            if v == EnvMode::Minimal || self.env == EnvMode::Inherit {
+                self.env = v;
+                taken.push("env");
+            } else {
+                ignored("env", "\"inherit\"".into(), "it would pass more variables in");
+            }
+        }
+        if let Some(list) = &t.env_passthrough {
+            let mut kept = Vec::new();
+            for name in list.iter().map(|s| s.get_ref()) {
+                if self.env_passthrough.contains(name) {
+                    kept.push(name.clone());
+                } else {
+                    ignored(
+                        "env_passthrough",
+                        format!("[\"{name}\"]"),
+                        "it would pass a credential variable in",
+                    );
+                }
+            }
+            self.env_passthrough = kept;
+            taken.push("env_passthrough");
+        }
+        if let Some(list) = &t.writable {
+            let paths = list
+                .iter()
+                .map(|s| expand(s.get_ref(), home, project))
+                .collect::<Result<Vec<_>>>()?;
+            self.project_writable = Some((paths, file.clone()));
+            taken.push("writable");
+        }
+        for s in t.deny_read.iter().flatten() {
+            self.deny_read.push(expand(s.get_ref(), home, project)?);
+            taken.push("deny_read");
+        }
+        for s in t.deny_write.iter().flatten() {
+            self.deny_write.push(expand(s.get_ref(), home, project)?);
+            taken.push("deny_write");
+        }
+        for (key, set) in [
+            ("shell", t.shell.is_some()),
+            ("banner", t.banner.is_some()),
+            ("bwrap", t.bwrap.is_some()),
+        ] {
+            if set {
+                ignored(key, "…".into(), "this key is for trusted files only");
+            }
+        }
+        for key in taken {
+            self.origin(key, src);
+        }
+        Ok(())
+    }
+
+    /// Apply the policy flags of the command line (trusted).
+    fn apply_flags(&mut self, flags: &PolicyArgs, cwd: &Path, home: &Path) -> Result<()> {
+        let src = Source::Flags;
+        if let Some(n) = flags.network {
+            self.network = match n {
+                NetworkArg::Deny => NetworkMode::Deny,
+                NetworkArg::Allow => NetworkMode::Allow,
+                NetworkArg::Allowlist => NetworkMode::Allowlist,
+            };
+            self.origin("network", &src);
+        }
+        for d in &flags.allow_domain {
+            let rule = HostRule::parse(d)
+                .map_err(|why| anyhow::anyhow!("--allow-domain {d:?}: {why}"))?;
+            self.allowlist.push(rule);
+            self.origin("network_allowlist", &src);
+            if flags.network.is_none() {
+                self.network = NetworkMode::Allowlist;
+                self.origin("network", &src);
+            }
+        }
+        for w in &flags.writable {
+            let text = w.to_str().ok_or_else(|| {
+                anyhow::anyhow!("--writable {}: the path is not valid UTF-8", w.display())
+            })?;
+            config::check_path_text(text).map_err(|why| anyhow::anyhow!("--writable: {why}"))?;
+            self.writable.push((expand(text, home, cwd)?, src.clone()));
+            self.origin("writable", &src);
+        }
+        if flags.read_only {
+            self.filesystem = FsSetting::ReadOnly;
+            self.origin("filesystem", &src);
+        }
+        if flags.require {
+            self.require = true;
+            self.origin("require", &src);
+        }
+        if flags.quiet {
+            self.banner = BannerMode::Never;
+            self.origin("banner", &src);
+        }
+        Ok(())
+    }
+}
+
+fn fs_rank(f: FsSetting) -> u8 {
+    match f {
+        FsSetting::ReadOnly => 0,
+        FsSetting::Restricted => 1,
+        FsSetting::Unrestricted => 2,
+    }
+}
+
+fn fs_text(f: FsSetting) -> String {
+    match f {
+        FsSetting::ReadOnly => "\"read-only\"".into(),
+        FsSetting::Restricted => "true".into(),
+        FsSetting::Unrestricted => "false".into(),
+    }
+}
+
+fn net_rank(n: NetworkMode) -> u8 {
+    match n {
+        NetworkMode::Deny => 0,
+        NetworkMode::Allowlist => 1,
+        NetworkMode::Allow => 2,
+    }
+}
+
+/// The config spelling of a network mode.
+pub fn net_text(n: NetworkMode) -> &'static str {
+    match n {
+        NetworkMode::Deny => "deny",
+        NetworkMode::Allowlist => "allowlist",
+        NetworkMode::Allow => "allow",
+    }
+}
+
+/// Whether a trusted allowlist rule already allows everything `candidate` allows.
+fn covers(trusted: &HostRule, candidate: &HostRule) -> bool {
+    let ports_ok = match (trusted.port, candidate.port) {
+        (None, None) => true,
+        (None, Some(p)) => p == 80 || p == 443,
+        (Some(t), Some(c)) => t == c,
+        (Some(_), None) => false,
+    };
+    let host_ok = match (&trusted.host, &candidate.host) {
+        (a, b) if a == b => true,
+        (HostPattern::Subdomains(d), HostPattern::Name(n)) => n.ends_with(&format!(".{d}")),
+        (HostPattern::Subdomains(d), HostPattern::Subdomains(n)) => n.ends_with(&format!(".{d}")),
+        _ => false,
+    };
+    ports_ok && host_ok
+}
+
+/// Expand `~` and make a configured path absolute (relative to `base`), then
+/// normalise it lexically. `..` components are refused: a path that climbs out
+/// of where it appears to point is a classic way to hide a widening.
+pub fn expand(path: &str, home: &Path, base: &Path) -> Result<PathBuf> {
+    config::check_path_text(path).map_err(|why| anyhow::anyhow!("{why}"))?;
+    let p = if path == "~" {
+        home.to_path_buf()
+    } else if let Some(rest) = path.strip_prefix("~/") {
+        home.join(rest)
+    } else if path.starts_with('~') {
+        bail!("{path:?}: `~user` is not supported (write the absolute path)");
+    } else if path == "." {
+        base.to_path_buf()
+    } else {
+        base.join(path)
+    };
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                bail!("{path:?}: `..` is not allowed in a policy path (write the path it means)")
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    Ok(out)
+}
+
+/// The real path of `p`, or `None` when it does not exist.
+fn real(p: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(p).ok()
+}
+
+/// On macOS `/tmp`, `/var` and `/etc` are symlinks into `/private`, and Seatbelt
+/// matches real paths. When rendering for macOS on another host the host cannot
+/// resolve that, so the mapping is applied by spelling.
+pub fn macos_real_spelling(p: &Path) -> PathBuf {
+    for top in ["/tmp", "/var", "/etc"] {
+        if let Ok(rest) = p.strip_prefix(top) {
+            return Path::new("/private").join(top.trim_start_matches('/')).join(rest);
+        }
+    }
+    p.to_path_buf()
+}
+
+fn kind_of(p: &Path) -> Kind {
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_dir() => Kind::Dir,
+        Ok(_) => Kind::File,
+        Err(_) => Kind::Missing,
+    }
+}
+
+/// The project root: the nearest ancestor of `cwd` holding `.git`, but never
+/// the home directory, one of its ancestors, or `/` (a dotfiles repository in
+/// `$HOME` must not make all of home writable); else `cwd` itself.
+pub fn find_project(cwd: &Path, home: &Path) -> PathBuf {
+    for dir in cwd.ancestors() {
+        if dir == Path::new("/") || home.starts_with(dir) {
+            break;
+        }
+        if dir.join(".git").exists() {
+            return dir.to_path_buf();
+        }
+    }
+    cwd.to_path_buf()
+}
+
+/// Resolve the policy for one run.
+pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Result<Policy> {
+    let cwd = real(&host.cwd).unwrap_or_else(|| host.cwd.clone());
+    let home = host.home.clone();
+    let home_real = real(&home).unwrap_or_else(|| home.clone());
+    let project = match &flags.project {
+        Some(p) => {
+            let abs = host.cwd.join(p);
+            real(&abs).ok_or_else(|| {
+                anyhow::anyhow!("--project {}: no such directory (give an existing directory)", p.display())
+            })?
+        }
+        None => find_project(&cwd, &home_real),
+    };
+
+    // Layers, lowest precedence first.
+    let xdg = host.var("XDG_CONFIG_HOME").map(PathBuf::from);
+    let user_path = config::user_file(xdg.as_deref(), &home);
+    let user = config::load(Source::User(user_path.clone()), true)?;
+    let explicit_path = flags
+        .config
+        .clone()
+        .or_else(|| host.var("SBX_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from))
+        .map(|p| host.cwd.join(p));
+    let explicit = match &explicit_path {
+        Some(p) => config::load(Source::Explicit(p.clone()), false)?,
+        None => None,
+    };
+    let project_path = config::project_file(&cwd, &project);
+    let project_layer = match &project_path {
+        // A project file that is also the explicit config is trusted as such.
+        Some(p) if Some(p) != explicit_path.as_ref() => config::load(Source::Project(p.clone()), true)?,
+        _ => None,
+    };
+
+    let mut s = Settings::defaults(&project);
+    for layer in [&user, &explicit].into_iter().flatten() {
+        s.apply_trusted(layer, &home, &project)?;
+    }
+    if let Some(layer) = &project_layer {
+        s.apply_project(layer, &home, &project)?;
+    }
+    s.apply_flags(flags, &host.cwd, &home)?;
+
+    let mut warnings = std::mem::take(&mut s.warnings);
+    let alias = |p: PathBuf| match host.platform {
+        Platform::Macos => macos_real_spelling(&p),
+        Platform::Linux => p,
+    };
+
+    // Writable roots.
+    let mut writable: Vec<PathBuf> = Vec::new();
+    if s.filesystem == FsSetting::Restricted {
+        let mut wanted: Vec<PathBuf> = s.writable.iter().map(|(p, _)| p.clone()).collect();
+        if host.platform == Platform::Macos {
+            if let Some(t) = host.var("TMPDIR").filter(|t| !t.is_empty()) {
+                wanted.push(PathBuf::from(t));
+            }
+        }
+        let mut trusted = Vec::new();
+        for p in wanted {
+            match real(&p) {
+                Some(r) => trusted.push(alias(r)),
+                None => warnings.push(format!(
+                    "writable path {} does not exist; it is not made writable",
+                    p.display()
+                )),
+            }
+        }
+        writable = match &s.project_writable {
+            None => trusted,
+            Some((paths, file)) => {
+                let mut kept = Vec::new();
+                for p in paths {
+                    let Some(r) = real(p).map(&alias) else {
+                        warnings.push(format!(
+                            "{}: writable path {} does not exist; it is not made writable",
+                            file.display(),
+                            p.display()
+                        ));
+                        continue;
+                    };
+                    if trusted.iter().any(|t| r.starts_with(t)) {
+                        kept.push(r);
+                    } else {
+                        warnings.push(format!(
+                            "{}: ignored `writable = [\"{}\"]`: it is not inside a path your own config makes writable (a project file can only narrow the policy; set it in your user config instead)",
+                            file.display(),
+                            p.display()
+                        ));
+                    }
+                }
+                kept
+            }
+        };
+        writable.sort_by_key(|p| p.components().count());
+        let mut roots: Vec<PathBuf> = Vec::new();
+        for p in writable {
+            if !roots.iter().any(|r| p.starts_with(r)) {
+                roots.push(p);
+            }
+        }
+        writable = roots;
+    }
+    let in_writable = |p: &Path| writable.iter().find(|w| p.starts_with(w)).cloned();
+
+    // Credentials: the built-in list plus deny_read, at written and real path.
+    let mut cred_paths: Vec<PathBuf> = CREDENTIALS.iter().map(|c| home.join(c)).collect();
+    if host.platform == Platform::Macos {
+        cred_paths.extend(CREDENTIALS_MACOS.iter().map(|c| home.join(c)));
+    }
+    cred_paths.extend(s.deny_read.iter().cloned());
+    let mut credentials = Vec::new();
+    for written in cred_paths {
+        let r = real(&written);
+        let kind = r.as_deref().map_or(Kind::Missing, kind_of);
+        let credential = Credential {
+            written: alias(written),
+            real: r.map(&alias),
+            kind,
+        };
+        if !credentials.contains(&credential) {
+            credentials.push(credential);
+        }
+    }
+
+    // "Runs later" paths inside writable roots.
+    let mut protected: Vec<Protected> = Vec::new();
+    let mut pins: Vec<PathBuf> = Vec::new();
+    if s.filesystem == FsSetting::Restricted {
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        let git = project.join(".git");
+        for rel in PROJECT_PROTECTED {
+            // Hooks and config of a worktree or submodule (`.git` is a file)
+            // live in another directory, handled as any other path.
+            if rel.starts_with(".git/") && !git.is_dir() {
+                continue;
+            }
+            candidates.push(project.join(rel));
+        }
+        if let Some(p) = &project_path {
+            candidates.push(p.clone());
+        }
+        if in_writable(&home_real).is_some() || writable.iter().any(|w| w.starts_with(&home_real)) {
+            candidates.extend(HOME_PROTECTED.iter().map(|r| home.join(r)));
+        }
+        candidates.push(user_path.clone());
+        candidates.extend(explicit_path.iter().cloned());
+        candidates.extend(host.cache_dir.iter().cloned());
+        candidates.extend(s.deny_write.iter().cloned());
+        for c in candidates {
+            let lexical = alias(c.clone());
+            let is_link = std::fs::symlink_metadata(&c).map(|m| m.file_type().is_symlink()).unwrap_or(false);
+            let resolved = match real(&c) {
+                Some(r) => alias(r),
+                None => {
+                    // Resolve the parent so a missing path is placed where it would be created.
+                    match (c.parent().and_then(real), c.file_name()) {
+                        (Some(parent), Some(name)) => alias(parent.join(name)),
+                        _ => lexical.clone(),
+                    }
+                }
+            };
+            let Some(root) = in_writable(&resolved) else {
+                continue;
+            };
+            if is_link {
+                bail!(
+                    "{} is a symlink inside the writable root {}: sbx cannot stop the command from replacing it (replace the symlink with the file it points to, or make {} read-only)",
+                    c.display(),
+                    root.display(),
+                    root.display()
+                );
+            }
+            if resolved == root {
+                continue;
+            }
+            let mut kind = kind_of(&resolved);
+            let mut create = false;
+            if kind == Kind::Missing && resolved.parent() == Some(git.as_path()) {
+                // `.git/hooks` or `.git/config` in a repository that has none:
+                // created empty (as git itself would) so they can be mounted
+                // read-only. Nothing is created in the working tree.
+                if resolved.ends_with("hooks") {
+                    (kind, create) = (Kind::Dir, true);
+                } else if resolved.ends_with("config") {
+                    (kind, create) = (Kind::File, true);
+                }
+            }
+            let entry = Protected { path: resolved.clone(), kind, create };
+            if protected.contains(&entry) {
+                continue;
+            }
+            protected.push(entry);
+            let mut dir = resolved.parent();
+            while let Some(d) = dir {
+                if d == root || !d.starts_with(&root) {
+                    break;
+                }
+                if kind_of(d) == Kind::Dir && !pins.contains(&d.to_path_buf()) {
+                    pins.push(d.to_path_buf());
+                }
+                dir = d.parent();
+            }
+        }
+        pins.sort_by_key(|p| p.components().count());
+        protected.sort_by_key(|p| p.path.components().count());
+    }
+
+    // .env files in the project.
+    let env_files = if host.scan_env_files {
+        crate::envscan::find(&project, host.cache_dir.as_deref())
+    } else {
+        Vec::new()
+    };
+
+    // Network.
+    let network = match s.network {
+        NetworkMode::Deny => Network::Deny,
+        NetworkMode::Allow => Network::Allow,
+        NetworkMode::Allowlist => Network::Allowlist(s.allowlist.clone()),
+    };
+
+    // Environment.
+    let shell = match &s.shell {
+        Some(p) => p.clone(),
+        None if Path::new("/bin/bash").exists() => PathBuf::from("/bin/bash"),
+        None => PathBuf::from("/bin/sh"),
+    };
+    let env = plan_env(host, s.env, &s.env_passthrough, &shell);
+
+    let system_paths = if s.filesystem == FsSetting::ReadOnly {
+        system_paths()
+    } else {
+        Vec::new()
+    };
+
+    Ok(Policy {
+        platform: host.platform,
+        enabled: s.enabled,
+        require: s.require,
+        allow_unsandboxed: s.allow_unsandboxed,
+        filesystem: s.filesystem,
+        home: alias(home),
+        project: alias(project),
+        cwd: alias(cwd),
+        writable,
+        protected,
+        pins,
+        credentials,
+        env_files,
+        network,
+        unix_sockets: s.unix_sockets == UnixSockets::Allow,
+        env,
+        shell,
+        banner: s.banner,
+        bwrap: s.bwrap,
+        system_paths,
+        command,
+        warnings,
+        origins: s.origins,
+    })
+}
+
+/// Decide which variables the command gets.
+fn plan_env(host: &Host, mode: EnvMode, passthrough: &[String], shell: &Path) -> EnvPlan {
+    let mut plan = EnvPlan {
+        clear: mode == EnvMode::Minimal,
+        ..EnvPlan::default()
+    };
+    // $SHELL naming sbx itself would make every program that spawns $SHELL
+    // start a nested sbx; inside, the shell is the inner shell.
+    let shell_is_sbx = host
+        .var("SHELL")
+        .and_then(|s| real(Path::new(s)))
+        .is_some_and(|s| Some(&s) == host.self_exe.as_ref());
+    for (k, v) in &host.env {
+        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
+            continue;
+        };
+        let passed = passthrough.iter().any(|p| p == k);
+        if k == "SBX_SANDBOX" || (k == "SHELL" && shell_is_sbx) {
+            continue;
+        }
+        if is_credential_var(k) && !passed {
+            if !plan.clear {
+                plan.unset.push(k.to_string());
+            }
+            continue;
+        }
+        if plan.clear && (MINIMAL_ENV.contains(&k) || k.starts_with("LC_") || passed) {
+            plan.set.push((k.to_string(), v.to_string()));
+        }
+    }
+    if shell_is_sbx {
+        plan.set.push(("SHELL".into(), shell.display().to_string()));
+    }
+    plan.set.push(("SBX_SANDBOX".into(), "1".into()));
+    plan.set.sort();
+    plan.unset.sort();
+    plan
+}
+
+/// The system paths readable in read-only mode, as they exist on this host.
+fn system_paths() -> Vec<SystemPath> {
+    const PATHS: &[&str] = &[
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix",
+    ];
+    let mut out = Vec::new();
+    for p in PATHS {
+        let path = PathBuf::from(p);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(&path) {
+                    out.push(SystemPath::Symlink { path, target });
+                }
+            }
+            Ok(m) if m.is_dir() => out.push(SystemPath::Dir(path)),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_variables() {
+        for v in ["GITHUB_TOKEN", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "SSH_AUTH_SOCK", "my_secret_thing"] {
+            assert!(is_credential_var(v), "{v}");
+        }
+        for v in ["PATH", "HOME", "TERM", "CARGO_HOME", "EDITOR"] {
+            assert!(!is_credential_var(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn env_file_names() {
+        for n in [".env", ".env.local", ".env.production", ".ENV"] {
+            assert!(is_env_file_name(n), "{n}");
+        }
+        for n in [".envrc", ".env.example", ".env.sample", ".env.template", "env", ".environment"] {
+            assert!(!is_env_file_name(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn expand_paths() {
+        let home = Path::new("/home/u");
+        let base = Path::new("/p");
+        assert_eq!(expand("~", home, base).unwrap(), PathBuf::from("/home/u"));
+        assert_eq!(expand("~/x/./y", home, base).unwrap(), PathBuf::from("/home/u/x/y"));
+        assert_eq!(expand(".", home, base).unwrap(), PathBuf::from("/p"));
+        assert_eq!(expand("sub", home, base).unwrap(), PathBuf::from("/p/sub"));
+        assert_eq!(expand("/abs", home, base).unwrap(), PathBuf::from("/abs"));
+        assert!(expand("/tmp/../etc", home, base).is_err());
+        assert!(expand("~root/x", home, base).is_err());
+        assert!(expand("/a\nb", home, base).is_err());
+    }
+
+    #[test]
+    fn macos_spelling() {
+        assert_eq!(macos_real_spelling(Path::new("/tmp")), PathBuf::from("/private/tmp"));
+        assert_eq!(macos_real_spelling(Path::new("/var/folders/x")), PathBuf::from("/private/var/folders/x"));
+        assert_eq!(macos_real_spelling(Path::new("/private/tmp")), PathBuf::from("/private/tmp"));
+        assert_eq!(macos_real_spelling(Path::new("/tmpx")), PathBuf::from("/tmpx"));
+        assert_eq!(macos_real_spelling(Path::new("/Users/u")), PathBuf::from("/Users/u"));
+    }
+
+    #[test]
+    fn project_root_never_home() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        std::fs::create_dir_all(home.join(".git")).unwrap();
+        std::fs::create_dir_all(home.join("code/repo/.git")).unwrap();
+        std::fs::create_dir_all(home.join("code/repo/sub")).unwrap();
+        std::fs::create_dir_all(home.join("scratch")).unwrap();
+        assert_eq!(find_project(&home.join("code/repo/sub"), &home), home.join("code/repo"));
+        assert_eq!(find_project(&home.join("scratch"), &home), home.join("scratch"));
+        assert_eq!(find_project(&home, &home), home);
+    }
+
+    #[test]
+    fn allowlist_coverage() {
+        let r = |s| HostRule::parse(s).unwrap();
+        assert!(covers(&r("*.example.com"), &r("api.example.com")));
+        assert!(covers(&r("example.com"), &r("example.com:443")));
+        assert!(!covers(&r("example.com"), &r("example.com:22")));
+        assert!(!covers(&r("*.example.com"), &r("example.com")));
+        assert!(!covers(&r("example.com"), &r("evil.com")));
+    }
+}

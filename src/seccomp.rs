@@ -1,0 +1,192 @@
+//! The seccomp filter the sandboxed command applies to itself before `exec`.
+//!
+//! Mount namespaces and bind mounts decide what the command can see; this filter
+//! closes the kernel interfaces that would let it step around them: new
+//! namespaces (and so `mount` in a namespace of its own), the mount API,
+//! `ptrace` and `process_vm_*` of other sandboxed processes, keyrings, BPF,
+//! `io_uring` (which performs syscalls the filter never sees), terminal
+//! injection with `TIOCSTI`/`TIOCLINUX`, Unix sockets (host daemons such as
+//! docker, D-Bus, ssh-agent or tmux listen on them, and an empty network
+//! namespace does not hide filesystem sockets) and AF_VSOCK. Every refusal is
+//! `EPERM` (`ENOSYS` for `clone3`, so libc falls back to `clone`, whose flags
+//! can be inspected). Syscalls of another ABI (x32, or a foreign architecture)
+//! are refused outright, so no alias of a blocked syscall slips through.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use nix::libc;
+use seccompiler::{
+    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+    SeccompFilter, SeccompRule, TargetArch,
+};
+
+/// What the filter leaves open.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// `unix_sockets = "allow"`: AF_UNIX `socket()` is not refused.
+    pub allow_unix_sockets: bool,
+}
+
+const NAMESPACE_FLAGS: &[u64] = &[
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    0x80, // CLONE_NEWTIME
+];
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: TargetArch = TargetArch::x86_64;
+#[cfg(target_arch = "aarch64")]
+const ARCH: TargetArch = TargetArch::aarch64;
+#[cfg(target_arch = "riscv64")]
+const ARCH: TargetArch = TargetArch::riscv64;
+
+fn cond(arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition> {
+    SeccompCondition::new(arg, len, op, value).context("building a seccomp condition")
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule> {
+    SeccompRule::new(conditions).context("building a seccomp rule")
+}
+
+/// The rules answered with `EPERM`.
+fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
+    use SeccompCmpArgLen::{Dword, Qword};
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    // Unconditionally refused.
+    for nr in [
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+        libc::SYS_setns,
+        libc::SYS_perf_event_open,
+        libc::SYS_bpf,
+        libc::SYS_userfaultfd,
+        libc::SYS_pidfd_getfd,
+    ] {
+        rules.insert(nr, vec![]);
+    }
+    // Namespaces: `unshare` and `clone` with any namespace flag.
+    for nr in [libc::SYS_unshare, libc::SYS_clone] {
+        // clone's flags are argument 0 on every supported architecture.
+        let list = NAMESPACE_FLAGS
+            .iter()
+            .map(|&flag| rule(vec![cond(0, Qword, SeccompCmpOp::MaskedEq(flag), flag)?]))
+            .collect::<Result<Vec<_>>>()?;
+        rules.insert(nr, list);
+    }
+    // Terminal injection. The request is compared on its low 32 bits only, as
+    // the kernel does, so `TIOCSTI | 1 << 32` cannot slip past (CVE-2019-10063).
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::TIOCSTI as u64)?])?,
+            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, 0x541C)?])?, // TIOCLINUX
+        ],
+    );
+    // Sockets: AF_VSOCK always, AF_UNIX unless allowed. Datagram socketpairs
+    // are refused too: an unbound datagram socket can `sendto` any named
+    // socket. Stream socketpairs stay (cargo, Python and Node use them).
+    let mut socket_rules = vec![rule(vec![cond(0, Dword, SeccompCmpOp::Eq, libc::AF_VSOCK as u64)?])?];
+    if !opts.allow_unix_sockets {
+        socket_rules.push(rule(vec![cond(0, Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?])?);
+    }
+    rules.insert(libc::SYS_socket, socket_rules);
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![rule(vec![
+            cond(0, Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
+            cond(1, Dword, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_DGRAM as u64)?,
+        ])?],
+    );
+    Ok(rules)
+}
+
+/// A filter that refuses every syscall of a foreign ABI (on x86_64 the x32
+/// numbers, which carry bit 30). The architecture itself is checked by the
+/// seccompiler prologue of the other programs.
+fn abi_program() -> BpfProgram {
+    const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+    const BPF_JMP_JGE_K: u16 = 0x05 | 0x30;
+    const BPF_RET_K: u16 = 0x06;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    let stmt = |code, k| sock_filter { code, jt: 0, jf: 0, k };
+    vec![
+        stmt(BPF_LD_W_ABS, 0),
+        sock_filter {
+            code: BPF_JMP_JGE_K,
+            jt: 0,
+            jf: 1,
+            k: 0x4000_0000,
+        },
+        stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32),
+        stmt(BPF_RET_K, RET_ALLOW),
+    ]
+}
+
+/// Build the programs, in the order they are installed.
+pub fn programs(opts: Options) -> Result<Vec<BpfProgram>> {
+    let eperm = SeccompFilter::new(
+        eperm_rules(opts)?,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )
+    .context("building the seccomp filter")?;
+    let mut enosys_rules = BTreeMap::new();
+    enosys_rules.insert(libc::SYS_clone3, vec![]);
+    let enosys = SeccompFilter::new(
+        enosys_rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        ARCH,
+    )
+    .context("building the seccomp filter")?;
+    let eperm: BpfProgram = eperm.try_into().context("compiling the seccomp filter")?;
+    let enosys: BpfProgram = enosys.try_into().context("compiling the seccomp filter")?;
+    Ok(vec![abi_program(), enosys, eperm])
+}
+
+/// Install the filter on the calling thread. `PR_SET_NO_NEW_PRIVS` must be set.
+pub fn apply(programs: &[BpfProgram]) -> Result<()> {
+    for p in programs {
+        seccompiler::apply_filter(p).context("installing the seccomp filter")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_compile_for_both_socket_modes() {
+        for allow in [false, true] {
+            let p = programs(Options { allow_unix_sockets: allow }).unwrap();
+            assert_eq!(p.len(), 3);
+            assert!(p.iter().all(|prog| !prog.is_empty() && prog.len() < 4096));
+        }
+    }
+}
