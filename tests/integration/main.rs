@@ -1,0 +1,15 @@
+//! The one integration test binary (see `util.rs` for the harness).
+
+mod util;
+
+// Command line: help, usage errors, `--` handling, shell-mode detection.
+mod cli;
+// Bad configuration: exit 125, a message naming file, line and key, and the
+// command never runs.
+mod config;
+// `sbx profile` for both platforms: exact output and round trips.
+mod profile;
+// Real bubblewrap runs on Linux: each grant beside its denial, judged by
+// host-side evidence.
+#[cfg(target_os = "linux")]
+mod sandbox_linux;

@@ -1,0 +1,165 @@
+//! Test harness: every test gets its own temporary HOME (with planted fake
+//! credentials) and a project whose path contains a space, both outside every
+//! writable root of the default policy (so never under /tmp).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A fake user: home with secrets, a project, and the environment to run sbx in.
+pub struct World {
+    _root: tempfile::TempDir,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub project: PathBuf,
+}
+
+/// The directory test worlds are created in: `$SBX_TEST_TMPDIR`, else the
+/// cargo target's temporary directory. Never `/tmp`: it is writable inside
+/// the sandbox, so "writes outside are refused" could not be observed there.
+pub fn base_dir() -> PathBuf {
+    let dir = std::env::var_os("SBX_TEST_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The fake secret planted in every credential file.
+pub const SECRET: &str = "SBX-FAKE-SECRET-0451";
+
+impl World {
+    pub fn new() -> World {
+        let tmp = tempfile::Builder::new().prefix("sbx-test-").tempdir_in(base_dir()).unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let home = root.join("home");
+        let project = root.join("home/my project");
+        std::fs::create_dir_all(&project).unwrap();
+        for (rel, body) in [
+            (".ssh/id_ed25519", SECRET),
+            (".ssh/config", "Host *"),
+            (".aws/credentials", SECRET),
+            (".gnupg/private-keys-v1.d/k.key", SECRET),
+            (".config/gh/hosts.yml", SECRET),
+            (".netrc", SECRET),
+            (".docker/config.json", SECRET),
+            (".kube/config", SECRET),
+            (".git-credentials", SECRET),
+            (".config/gcloud/credentials.db", SECRET),
+            (".azure/accessTokens.json", SECRET),
+            (".pypirc", SECRET),
+            (".cargo/credentials.toml", SECRET),
+            (".vault-token", SECRET),
+            (".password-store/x.gpg", SECRET),
+            (".local/share/keyrings/login.keyring", SECRET),
+            (".bashrc", "# rc\n"),
+            (".gitconfig", "[user]\n\tname = Test\n\temail = t@example.invalid\n"),
+        ] {
+            write(&home.join(rel), body);
+        }
+        World {
+            _root: tmp,
+            root,
+            home,
+            project,
+        }
+    }
+
+    /// `sbx` with a clean environment, HOME set, run in the project.
+    pub fn sbx(&self) -> assert_cmd::Command {
+        assert_cmd::Command::from_std(self.sbx_std())
+    }
+
+    /// The same as a `std::process::Command` (for pipes, ptys, timing).
+    pub fn sbx_std(&self) -> Command {
+        let mut cmd = Command::new(sbx_path());
+        self.isolate(&mut cmd);
+        cmd
+    }
+
+    fn isolate(&self, cmd: &mut Command) {
+        cmd.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("LANG", "C.UTF-8")
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("XDG_CACHE_HOME", self.home.join(".cache"))
+            .current_dir(&self.project);
+    }
+
+    /// Write the user config file.
+    pub fn user_config(&self, toml: &str) {
+        write(&self.home.join(".config/sbx/config.toml"), toml);
+    }
+
+    /// `git init` the project, with one commit.
+    pub fn git_repo(&self) {
+        git(&self.project, &["init", "-q", "-b", "main"]);
+        write(&self.project.join("README"), "hello\n");
+        git(&self.project, &["add", "README"]);
+        git(&self.project, &["commit", "-q", "-m", "init"]);
+    }
+}
+
+pub fn sbx_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sbx"))
+}
+
+pub fn write(path: &Path, body: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, body).unwrap();
+}
+
+pub fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+/// Whether real sandbox tests can run here. When they cannot, say why and
+/// return false; with `SBX_TEST_REQUIRE_SANDBOX=1` (set by CI) fail instead,
+/// so a sandbox test can never pass by skipping.
+pub fn sandbox_available() -> bool {
+    static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let result = PROBE.get_or_init(|| {
+        let world = World::new();
+        let out = world
+            .sbx_std()
+            .args(["run", "--require", "--", "true"])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        }
+    });
+    match result {
+        Ok(()) => true,
+        Err(why) if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") => {
+            panic!("SBX_TEST_REQUIRE_SANDBOX=1 but the sandbox cannot run here: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipped: the sandbox cannot run here: {why}");
+            false
+        }
+    }
+}
+
+/// Skip the current test (returning early) unless the sandbox can run.
+#[macro_export]
+macro_rules! require_sandbox {
+    () => {
+        if !$crate::util::sandbox_available() {
+            return;
+        }
+    };
+}
