@@ -76,7 +76,10 @@ pub struct Protected {
 pub enum SystemPath {
     Dir(PathBuf),
     /// A symlink such as `/bin -> usr/bin` on merged-/usr systems.
-    Symlink { path: PathBuf, target: PathBuf },
+    Symlink {
+        path: PathBuf,
+        target: PathBuf,
+    },
 }
 
 /// Changes to the environment the command inherits.
@@ -184,7 +187,13 @@ pub const CREDENTIALS: &[&str] = &[
 pub const CREDENTIALS_MACOS: &[&str] = &["Library/Keychains"];
 
 /// "Runs later" paths relative to the project root.
-pub const PROJECT_PROTECTED: &[&str] = &[".git/hooks", ".git/config", ".sbx.toml", ".envrc", ".vscode"];
+pub const PROJECT_PROTECTED: &[&str] = &[
+    ".git/hooks",
+    ".git/config",
+    ".sbx.toml",
+    ".envrc",
+    ".vscode",
+];
 
 /// "Runs later" paths relative to the home directory, protected when the
 /// home directory is writable.
@@ -218,7 +227,16 @@ pub fn is_env_file_name(name: &str) -> bool {
 
 /// Variables kept by `env = "minimal"` (plus `LC_*` and the passthrough list).
 const MINIMAL_ENV: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TZ", "TMPDIR", "COLORTERM",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "TZ",
+    "TMPDIR",
+    "COLORTERM",
 ];
 
 /// Whether an environment variable looks like a credential.
@@ -382,7 +400,11 @@ impl Settings {
                 self.require = v;
                 taken.push("require");
             } else {
-                ignored("require", "false".into(), "it would allow running unsandboxed");
+                ignored(
+                    "require",
+                    "false".into(),
+                    "it would allow running unsandboxed",
+                );
             }
         }
         if let Some(v) = t.filesystem {
@@ -398,7 +420,11 @@ impl Settings {
                 self.network = v;
                 taken.push("network");
             } else {
-                ignored("network", format!("{:?}", net_text(v)), "it would open the network");
+                ignored(
+                    "network",
+                    format!("{:?}", net_text(v)),
+                    "it would open the network",
+                );
             }
         }
         if let Some(list) = &layer.allowlist {
@@ -423,7 +449,11 @@ impl Settings {
                 self.allow_unsandboxed = v;
                 taken.push("allow_unsandboxed");
             } else {
-                ignored("allow_unsandboxed", "true".into(), "it would allow leaving the sandbox");
+                ignored(
+                    "allow_unsandboxed",
+                    "true".into(),
+                    "it would allow leaving the sandbox",
+                );
             }
         }
         if let Some(v) = t.unix_sockets {
@@ -431,7 +461,11 @@ impl Settings {
                 self.unix_sockets = v;
                 taken.push("unix_sockets");
             } else {
-                ignored("unix_sockets", "\"allow\"".into(), "it would open Unix sockets");
+                ignored(
+                    "unix_sockets",
+                    "\"allow\"".into(),
+                    "it would open Unix sockets",
+                );
             }
         }
         if let Some(v) = t.env {
@@ -439,7 +473,11 @@ impl Settings {
                 self.env = v;
                 taken.push("env");
             } else {
-                ignored("env", "\"inherit\"".into(), "it would pass more variables in");
+                ignored(
+                    "env",
+                    "\"inherit\"".into(),
+                    "it would pass more variables in",
+                );
             }
         }
         if let Some(list) = &t.env_passthrough {
@@ -501,8 +539,8 @@ impl Settings {
             self.origin("network", &src);
         }
         for d in &flags.allow_domain {
-            let rule = HostRule::parse(d)
-                .map_err(|why| anyhow::anyhow!("--allow-domain {d:?}: {why}"))?;
+            let rule =
+                HostRule::parse(d).map_err(|why| anyhow::anyhow!("--allow-domain {d:?}: {why}"))?;
             self.allowlist.push(rule);
             self.origin("network_allowlist", &src);
             if flags.network.is_none() {
@@ -624,7 +662,9 @@ fn real(p: &Path) -> Option<PathBuf> {
 pub fn macos_real_spelling(p: &Path) -> PathBuf {
     for top in ["/tmp", "/var", "/etc"] {
         if let Ok(rest) = p.strip_prefix(top) {
-            return Path::new("/private").join(top.trim_start_matches('/')).join(rest);
+            return Path::new("/private")
+                .join(top.trim_start_matches('/'))
+                .join(rest);
         }
     }
     p.to_path_buf()
@@ -662,7 +702,10 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         Some(p) => {
             let abs = host.cwd.join(p);
             real(&abs).ok_or_else(|| {
-                anyhow::anyhow!("--project {}: no such directory (give an existing directory)", p.display())
+                anyhow::anyhow!(
+                    "--project {}: no such directory (give an existing directory)",
+                    p.display()
+                )
             })?
         }
         None => find_project(&cwd, &home_real),
@@ -675,7 +718,11 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
     let explicit_path = flags
         .config
         .clone()
-        .or_else(|| host.var("SBX_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from))
+        .or_else(|| {
+            host.var("SBX_CONFIG")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
         .map(|p| host.cwd.join(p));
     let explicit = match &explicit_path {
         Some(p) => config::load(Source::Explicit(p.clone()), false)?,
@@ -684,7 +731,9 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
     let project_path = config::project_file(&cwd, &project);
     let project_layer = match &project_path {
         // A project file that is also the explicit config is trusted as such.
-        Some(p) if Some(p) != explicit_path.as_ref() => config::load(Source::Project(p.clone()), true)?,
+        Some(p) if Some(p) != explicit_path.as_ref() => {
+            config::load(Source::Project(p.clone()), true)?
+        }
         _ => None,
     };
 
@@ -805,7 +854,9 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         candidates.extend(s.deny_write.iter().cloned());
         for c in candidates {
             let lexical = alias(c.clone());
-            let is_link = std::fs::symlink_metadata(&c).map(|m| m.file_type().is_symlink()).unwrap_or(false);
+            let is_link = std::fs::symlink_metadata(&c)
+                .map(|m| m.file_type().is_symlink())
+                .unwrap_or(false);
             let resolved = match real(&c) {
                 Some(r) => alias(r),
                 None => {
@@ -842,7 +893,11 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
                     (kind, create) = (Kind::File, true);
                 }
             }
-            let entry = Protected { path: resolved.clone(), kind, create };
+            let entry = Protected {
+                path: resolved.clone(),
+                kind,
+                create,
+            };
             if protected.contains(&entry) {
                 continue;
             }
@@ -983,7 +1038,14 @@ mod tests {
 
     #[test]
     fn credential_variables() {
-        for v in ["GITHUB_TOKEN", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "SSH_AUTH_SOCK", "my_secret_thing"] {
+        for v in [
+            "GITHUB_TOKEN",
+            "ANTHROPIC_API_KEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "SSH_AUTH_SOCK",
+            "my_secret_thing",
+        ] {
             assert!(is_credential_var(v), "{v}");
         }
         for v in ["PATH", "HOME", "TERM", "CARGO_HOME", "EDITOR"] {
@@ -996,7 +1058,14 @@ mod tests {
         for n in [".env", ".env.local", ".env.production", ".ENV"] {
             assert!(is_env_file_name(n), "{n}");
         }
-        for n in [".envrc", ".env.example", ".env.sample", ".env.template", "env", ".environment"] {
+        for n in [
+            ".envrc",
+            ".env.example",
+            ".env.sample",
+            ".env.template",
+            "env",
+            ".environment",
+        ] {
             assert!(!is_env_file_name(n), "{n}");
         }
     }
@@ -1006,7 +1075,10 @@ mod tests {
         let home = Path::new("/home/u");
         let base = Path::new("/p");
         assert_eq!(expand("~", home, base).unwrap(), PathBuf::from("/home/u"));
-        assert_eq!(expand("~/x/./y", home, base).unwrap(), PathBuf::from("/home/u/x/y"));
+        assert_eq!(
+            expand("~/x/./y", home, base).unwrap(),
+            PathBuf::from("/home/u/x/y")
+        );
         assert_eq!(expand(".", home, base).unwrap(), PathBuf::from("/p"));
         assert_eq!(expand("sub", home, base).unwrap(), PathBuf::from("/p/sub"));
         assert_eq!(expand("/abs", home, base).unwrap(), PathBuf::from("/abs"));
@@ -1017,11 +1089,26 @@ mod tests {
 
     #[test]
     fn macos_spelling() {
-        assert_eq!(macos_real_spelling(Path::new("/tmp")), PathBuf::from("/private/tmp"));
-        assert_eq!(macos_real_spelling(Path::new("/var/folders/x")), PathBuf::from("/private/var/folders/x"));
-        assert_eq!(macos_real_spelling(Path::new("/private/tmp")), PathBuf::from("/private/tmp"));
-        assert_eq!(macos_real_spelling(Path::new("/tmpx")), PathBuf::from("/tmpx"));
-        assert_eq!(macos_real_spelling(Path::new("/Users/u")), PathBuf::from("/Users/u"));
+        assert_eq!(
+            macos_real_spelling(Path::new("/tmp")),
+            PathBuf::from("/private/tmp")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/var/folders/x")),
+            PathBuf::from("/private/var/folders/x")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/private/tmp")),
+            PathBuf::from("/private/tmp")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/tmpx")),
+            PathBuf::from("/tmpx")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/Users/u")),
+            PathBuf::from("/Users/u")
+        );
     }
 
     #[test]
@@ -1032,8 +1119,14 @@ mod tests {
         std::fs::create_dir_all(home.join("code/repo/.git")).unwrap();
         std::fs::create_dir_all(home.join("code/repo/sub")).unwrap();
         std::fs::create_dir_all(home.join("scratch")).unwrap();
-        assert_eq!(find_project(&home.join("code/repo/sub"), &home), home.join("code/repo"));
-        assert_eq!(find_project(&home.join("scratch"), &home), home.join("scratch"));
+        assert_eq!(
+            find_project(&home.join("code/repo/sub"), &home),
+            home.join("code/repo")
+        );
+        assert_eq!(
+            find_project(&home.join("scratch"), &home),
+            home.join("scratch")
+        );
         assert_eq!(find_project(&home, &home), home);
     }
 
@@ -1045,5 +1138,74 @@ mod tests {
         assert!(!covers(&r("example.com"), &r("example.com:22")));
         assert!(!covers(&r("*.example.com"), &r("example.com")));
         assert!(!covers(&r("example.com"), &r("evil.com")));
+    }
+}
+
+/// A policy with fixed paths for renderer tests: home `/home/t`, project
+/// `/home/t/proj`, the default grants, and a few credentials of each kind.
+#[cfg(test)]
+pub(crate) fn test_policy(platform: Platform) -> Policy {
+    let home = PathBuf::from(match platform {
+        Platform::Linux => "/home/t",
+        Platform::Macos => "/Users/t",
+    });
+    let project = home.join("proj");
+    let tmp = PathBuf::from(match platform {
+        Platform::Linux => "/tmp",
+        Platform::Macos => "/private/tmp",
+    });
+    let cred = |rel: &str, kind: Kind| Credential {
+        written: home.join(rel),
+        real: (kind != Kind::Missing).then(|| home.join(rel)),
+        kind,
+    };
+    Policy {
+        platform,
+        enabled: true,
+        require: false,
+        allow_unsandboxed: true,
+        filesystem: FsSetting::Restricted,
+        home: home.clone(),
+        project: project.clone(),
+        cwd: project.clone(),
+        writable: vec![tmp, project.clone()],
+        protected: vec![
+            Protected {
+                path: project.join(".envrc"),
+                kind: Kind::File,
+                create: false,
+            },
+            Protected {
+                path: project.join(".git/config"),
+                kind: Kind::File,
+                create: false,
+            },
+            Protected {
+                path: project.join(".git/hooks"),
+                kind: Kind::Dir,
+                create: true,
+            },
+        ],
+        pins: vec![project.join(".git")],
+        credentials: vec![
+            cred(".ssh", Kind::Dir),
+            cred(".netrc", Kind::File),
+            cred(".aws", Kind::Missing),
+        ],
+        env_files: vec![project.join(".env"), project.join("sub/.env.local")],
+        network: Network::Deny,
+        unix_sockets: false,
+        env: EnvPlan {
+            clear: false,
+            set: vec![("SBX_SANDBOX".into(), "1".into())],
+            unset: vec!["GITHUB_TOKEN".into()],
+        },
+        shell: PathBuf::from("/bin/bash"),
+        banner: BannerMode::Auto,
+        bwrap: None,
+        system_paths: Vec::new(),
+        command: vec!["echo".into(), "hi".into()],
+        warnings: Vec::new(),
+        origins: Vec::new(),
     }
 }

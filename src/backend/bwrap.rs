@@ -112,7 +112,8 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
         if seen.contains(&path) || masked_dirs.iter().any(|d| path.starts_with(d)) {
             continue;
         }
-        if policy.filesystem == FsSetting::ReadOnly && !visible.iter().any(|v| path.starts_with(v)) {
+        if policy.filesystem == FsSetting::ReadOnly && !visible.iter().any(|v| path.starts_with(v))
+        {
             continue;
         }
         seen.push(path.clone());
@@ -186,5 +187,319 @@ impl Args {
         self.args.push(flag.into());
         self.args.push(src.as_os_str().to_owned());
         self.args.push(dest.as_os_str().to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{test_policy, Credential, Platform, Protected};
+
+    const BWRAP: &str = "/usr/bin/bwrap";
+    const SBX: &str = "/usr/local/bin/sbx";
+
+    fn plan(policy: &Policy) -> Plan {
+        render(policy, Path::new(BWRAP), Path::new(SBX))
+    }
+
+    /// Compare with `tests/golden/NAME`, or write it when `SBX_BLESS=1`.
+    fn golden(name: &str, actual: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name);
+        if std::env::var_os("SBX_BLESS").is_some_and(|v| v == "1") {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, actual).unwrap();
+            return;
+        }
+        let expected = std::fs::read_to_string(&path)
+            .unwrap_or_else(|_| panic!("missing {}: run with SBX_BLESS=1", path.display()));
+        assert_eq!(
+            expected, actual,
+            "golden file {name} differs (SBX_BLESS=1 rewrites it)"
+        );
+    }
+
+    fn args(plan: &Plan) -> Vec<String> {
+        plan.args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// Index of the first occurrence of `window` in `args`.
+    fn find(args: &[String], window: &[&str]) -> usize {
+        args.windows(window.len())
+            .position(|w| w == window)
+            .unwrap_or_else(|| panic!("{window:?} not in {args:?}"))
+    }
+
+    #[test]
+    fn default_policy_exact_argv() {
+        let p = plan(&test_policy(Platform::Linux));
+        let expected: Vec<&str> = vec![
+            "--as-pid-1",
+            "--die-with-parent",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--bind",
+            "/tmp",
+            "/tmp",
+            "--bind",
+            "/home/t/proj",
+            "/home/t/proj",
+            "--bind",
+            "/home/t/proj/.git",
+            "/home/t/proj/.git",
+            "--ro-bind",
+            "/home/t/proj/.envrc",
+            "/home/t/proj/.envrc",
+            "--ro-bind",
+            "/home/t/proj/.git/config",
+            "/home/t/proj/.git/config",
+            "--ro-bind",
+            "/home/t/proj/.git/hooks",
+            "/home/t/proj/.git/hooks",
+            "--perms",
+            "000",
+            "--tmpfs",
+            "/home/t/.ssh",
+            "--remount-ro",
+            "/home/t/.ssh",
+            "--perms",
+            "000",
+            "--ro-bind-data",
+            "3",
+            "/home/t/.netrc",
+            "--perms",
+            "000",
+            "--ro-bind-data",
+            "4",
+            "/home/t/proj/.env",
+            "--perms",
+            "000",
+            "--ro-bind-data",
+            "5",
+            "/home/t/proj/sub/.env.local",
+            "--cap-drop",
+            "ALL",
+            "--chdir",
+            "/home/t/proj",
+            "--unsetenv",
+            "GITHUB_TOKEN",
+            "--setenv",
+            "SBX_SANDBOX",
+            "1",
+            "--",
+            SBX,
+            "__inner",
+            "--",
+            "echo",
+            "hi",
+        ];
+        assert_eq!(args(&p), expected);
+        assert_eq!(p.program, PathBuf::from(BWRAP));
+        assert_eq!(p.empty_fds, vec![3, 4, 5]);
+        assert_eq!(
+            p.create,
+            vec![(PathBuf::from("/home/t/proj/.git/hooks"), Kind::Dir)]
+        );
+        assert_eq!(p.env, None);
+        golden("bwrap-default.txt", &p.to_shell_text());
+    }
+
+    #[test]
+    fn mount_order_is_the_security_model() {
+        let a = args(&plan(&test_policy(Platform::Linux)));
+        let base = find(&a, &["--ro-bind", "/", "/"]);
+        let writable = find(&a, &["--bind", "/home/t/proj", "/home/t/proj"]);
+        let pin = find(&a, &["--bind", "/home/t/proj/.git", "/home/t/proj/.git"]);
+        let hooks = find(&a, &["--ro-bind", "/home/t/proj/.git/hooks"]);
+        let mask = find(&a, &["--tmpfs", "/home/t/.ssh"]);
+        let env_mask = find(&a, &["4", "/home/t/proj/.env"]);
+        let inner = find(&a, &["--", SBX, "__inner"]);
+        assert!(base < writable && writable < pin && pin < hooks && hooks < mask);
+        assert!(mask < env_mask && env_mask < inner);
+    }
+
+    #[test]
+    fn network_allow_shares_the_host_network() {
+        let mut policy = test_policy(Platform::Linux);
+        policy.network = Network::Allow;
+        let p = plan(&policy);
+        assert!(!args(&p).contains(&"--unshare-net".to_string()));
+        golden("bwrap-network-allow.txt", &p.to_shell_text());
+    }
+
+    #[test]
+    fn allowlist_is_denied_until_the_proxy_exists() {
+        let mut policy = test_policy(Platform::Linux);
+        policy.network =
+            Network::Allowlist(vec![crate::netrule::HostRule::parse("github.com").unwrap()]);
+        let p = plan(&policy);
+        assert!(args(&p).contains(&"--unshare-net".to_string()));
+        golden("bwrap-network-allowlist.txt", &p.to_shell_text());
+    }
+
+    #[test]
+    fn unix_sockets_allow_reaches_the_inner_stage() {
+        let mut policy = test_policy(Platform::Linux);
+        policy.unix_sockets = true;
+        let a = args(&plan(&policy));
+        find(&a, &["__inner", "--allow-unix-sockets", "--", "echo"]);
+    }
+
+    #[test]
+    fn read_only_mode() {
+        let mut policy = test_policy(Platform::Linux);
+        policy.filesystem = FsSetting::ReadOnly;
+        policy.writable.clear();
+        policy.protected.clear();
+        policy.pins.clear();
+        policy.system_paths = vec![
+            SystemPath::Dir("/usr".into()),
+            SystemPath::Symlink {
+                path: "/bin".into(),
+                target: "usr/bin".into(),
+            },
+            SystemPath::Dir("/etc".into()),
+        ];
+        let p = plan(&policy);
+        let a = args(&p);
+        assert!(!a.iter().any(|x| x == "--bind"), "{a:?}");
+        find(&a, &["--tmpfs", "/"]);
+        find(&a, &["--symlink", "usr/bin", "/bin"]);
+        find(&a, &["--ro-bind", "/home/t/proj", "/home/t/proj"]);
+        find(&a, &["--tmpfs", "/tmp"]);
+        // Credentials outside what is visible need no mask; .env files inside do.
+        assert!(!a.iter().any(|x| x == "/home/t/.ssh"), "{a:?}");
+        find(&a, &["--ro-bind-data", "3", "/home/t/proj/.env"]);
+        golden("bwrap-read-only.txt", &p.to_shell_text());
+    }
+
+    #[test]
+    fn filesystem_false_still_masks_credentials() {
+        let mut policy = test_policy(Platform::Linux);
+        policy.filesystem = FsSetting::Unrestricted;
+        policy.writable.clear();
+        policy.protected.clear();
+        policy.pins.clear();
+        let a = args(&plan(&policy));
+        find(&a, &["--bind", "/", "/"]);
+        find(&a, &["--tmpfs", "/home/t/.ssh"]);
+    }
+
+    #[test]
+    fn extra_deny_read_and_deny_write() {
+        let mut policy = test_policy(Platform::Linux);
+        policy.credentials.push(Credential {
+            written: "/home/t/.config/tool".into(),
+            real: Some("/srv/secrets/tool".into()),
+            kind: Kind::Dir,
+        });
+        // Inside an already masked directory: covered, not mounted again.
+        policy.credentials.push(Credential {
+            written: "/home/t/.ssh/id_rsa".into(),
+            real: Some("/home/t/.ssh/id_rsa".into()),
+            kind: Kind::File,
+        });
+        policy.protected.push(Protected {
+            path: "/home/t/proj/Makefile".into(),
+            kind: Kind::File,
+            create: false,
+        });
+        let p = plan(&policy);
+        let a = args(&p);
+        find(
+            &a,
+            &[
+                "--tmpfs",
+                "/srv/secrets/tool",
+                "--remount-ro",
+                "/srv/secrets/tool",
+            ],
+        );
+        find(
+            &a,
+            &[
+                "--ro-bind",
+                "/home/t/proj/Makefile",
+                "/home/t/proj/Makefile",
+            ],
+        );
+        assert!(!a.iter().any(|x| x == "/home/t/.ssh/id_rsa"), "{a:?}");
+        golden("bwrap-deny-extra.txt", &p.to_shell_text());
+    }
+
+    #[test]
+    fn awkward_project_path() {
+        let mut policy = test_policy(Platform::Linux);
+        let odd = PathBuf::from("/home/t/my \"odd\" (proj)\\x");
+        policy.project = odd.clone();
+        policy.cwd = odd.clone();
+        policy.writable = vec!["/tmp".into(), odd.clone()];
+        policy.protected = vec![Protected {
+            path: odd.join(".sbx.toml"),
+            kind: Kind::File,
+            create: false,
+        }];
+        policy.pins.clear();
+        policy.env_files = vec![odd.join(".env")];
+        let p = plan(&policy);
+        let a = args(&p);
+        let o = odd.to_string_lossy().into_owned();
+        find(&a, &["--bind", &o, &o]);
+        find(&a, &["--chdir", &o]);
+        golden("bwrap-awkward-path.txt", &p.to_shell_text());
+    }
+
+    #[test]
+    fn missing_protected_paths_are_not_mounted() {
+        let mut policy = test_policy(Platform::Linux);
+        policy.protected = vec![Protected {
+            path: "/home/t/proj/.vscode".into(),
+            kind: Kind::Missing,
+            create: false,
+        }];
+        let a = args(&plan(&policy));
+        assert!(!a.iter().any(|x| x == "/home/t/proj/.vscode"), "{a:?}");
+    }
+
+    proptest::proptest! {
+        /// Whatever a path contains, even a leading `--`, it stays exactly one
+        /// argument right after the flag that takes it.
+        #[test]
+        fn paths_stay_single_arguments(name in "[^\\x00/]{1,40}", dash in proptest::bool::ANY) {
+            let name = if dash { format!("--{name}") } else { name };
+            let dir = PathBuf::from("/home/t").join(&name);
+            let mut policy = test_policy(Platform::Linux);
+            policy.project = dir.clone();
+            policy.cwd = dir.clone();
+            policy.writable = vec![dir.clone()];
+            policy.env_files = vec![dir.join(".env")];
+            let p = plan(&policy);
+            let a: Vec<std::ffi::OsString> = p.args.clone();
+            let d = dir.as_os_str().to_owned();
+            let bind = a.windows(3).position(|w| w[0] == "--bind" && w[1] == d && w[2] == d);
+            proptest::prop_assert!(bind.is_some());
+            let chdir = a.windows(2).position(|w| w[0] == "--chdir" && w[1] == d);
+            proptest::prop_assert!(chdir.is_some());
+            let env = dir.join(".env").into_os_string();
+            proptest::prop_assert_eq!(a.iter().filter(|x| **x == env).count(), 1);
+            // The command still follows the inner stage's `--`.
+            let n = a.len();
+            proptest::prop_assert_eq!(&a[n - 3..], &["--".into(), "echo".into(), "hi".into()] as &[std::ffi::OsString]);
+        }
     }
 }
