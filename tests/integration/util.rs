@@ -31,7 +31,10 @@ pub const SECRET: &str = "SBX-FAKE-SECRET-0451";
 
 impl World {
     pub fn new() -> World {
-        let tmp = tempfile::Builder::new().prefix("sbx-test-").tempdir_in(base_dir()).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("sbx-test-")
+            .tempdir_in(base_dir())
+            .unwrap();
         let root = std::fs::canonicalize(tmp.path()).unwrap();
         let home = root.join("home");
         let project = root.join("home/my project");
@@ -54,7 +57,10 @@ impl World {
             (".password-store/x.gpg", SECRET),
             (".local/share/keyrings/login.keyring", SECRET),
             (".bashrc", "# rc\n"),
-            (".gitconfig", "[user]\n\tname = Test\n\temail = t@example.invalid\n"),
+            (
+                ".gitconfig",
+                "[user]\n\tname = Test\n\temail = t@example.invalid\n",
+            ),
         ] {
             write(&home.join(rel), body);
         }
@@ -102,8 +108,12 @@ impl World {
     }
 }
 
+/// The sbx under test: `$SBX_TEST_BIN` (CI copies the binaries to a place an
+/// unprivileged user can reach), else the one cargo built.
 pub fn sbx_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_sbx"))
+    std::env::var_os("SBX_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_sbx")))
 }
 
 pub fn write(path: &Path, body: &str) {
