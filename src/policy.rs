@@ -845,9 +845,9 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         if let Some(p) = &project_path {
             candidates.push(p.clone());
         }
-        if in_writable(&home_real).is_some() || writable.iter().any(|w| w.starts_with(&home_real)) {
-            candidates.extend(HOME_PROTECTED.iter().map(|r| home.join(r)));
-        }
+        // Only those inside a writable root count (home itself, or for
+        // example a writable ~/.config).
+        candidates.extend(HOME_PROTECTED.iter().map(|r| home.join(r)));
         candidates.push(user_path.clone());
         candidates.extend(explicit_path.iter().cloned());
         candidates.extend(host.cache_dir.iter().cloned());
