@@ -18,7 +18,9 @@ use crate::policy::{self, Host, Platform, Policy};
 /// Entry point after `main`: decide the mode and run it.
 pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let self_exe = std::env::current_exe().ok().and_then(|p| std::fs::canonicalize(p).ok());
+    let self_exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| std::fs::canonicalize(p).ok());
     let is_the_shell = env
         .iter()
         .find(|(k, _)| k == "SHELL")
@@ -40,9 +42,8 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
             let _ = Cli::command().print_help();
             Ok(ExitCode::SUCCESS)
         }
-        Some(Cmd::Run(args)) => {
-            run_command(&args.policy, args.command, env, self_exe, false).map(|never| match never {})
-        }
+        Some(Cmd::Run(args)) => run_command(&args.policy, args.command, env, self_exe, false)
+            .map(|never| match never {}),
         Some(Cmd::Profile(args)) => {
             let platform = match args.platform {
                 Some(PlatformArg::Linux) => Platform::Linux,
@@ -68,7 +69,8 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
                 FormatArg::Json => plan.to_json(),
             };
             let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes()).context("writing to stdout")?;
+            out.write_all(text.as_bytes())
+                .context("writing to stdout")?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Check(args)) => check(&args.policy, args.format, env, self_exe),
@@ -103,16 +105,23 @@ fn shell(
     env: Vec<(OsString, OsString)>,
     self_exe: Option<PathBuf>,
 ) -> Result<Infallible> {
-    let shell_command = inv
-        .args
-        .iter()
-        .any(|a| a.to_str().is_some_and(|s| s.starts_with('-') && !s.starts_with("--") && s.contains('c')));
+    let shell_command = inv.args.iter().any(|a| {
+        a.to_str()
+            .is_some_and(|s| s.starts_with('-') && !s.starts_with("--") && s.contains('c'))
+    });
     let mut command = Vec::new();
     if inv.login {
         command.push(OsString::from("-l"));
     }
     command.extend(inv.args);
-    run_with(&PolicyArgs::default(), command, env, self_exe, shell_command, true)
+    run_with(
+        &PolicyArgs::default(),
+        command,
+        env,
+        self_exe,
+        shell_command,
+        true,
+    )
 }
 
 fn run_command(
@@ -195,7 +204,11 @@ fn run_with(
         }
     };
     if banner::wanted(policy.banner, shell_command) {
-        let backend = if plan.profile.is_some() { "seatbelt" } else { "bwrap" };
+        let backend = if plan.profile.is_some() {
+            "seatbelt"
+        } else {
+            "bwrap"
+        };
         banner::print_active(style, &banner::summary(&policy, backend));
     }
     crate::exec::exec(&plan)
@@ -222,7 +235,10 @@ fn render(policy: &Policy, host: &Host, dry_run: bool) -> Result<Plan> {
                 Err(_) if dry_run => PathBuf::from(crate::exec::SYSTEM_BWRAP),
                 Err(cause) => bail!("{cause}"),
             };
-            let sbx = host.self_exe.clone().unwrap_or_else(|| PathBuf::from("sbx"));
+            let sbx = host
+                .self_exe
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("sbx"));
             Ok(backend::bwrap::render(policy, &bwrap, &sbx))
         }
         Platform::Macos => {
@@ -245,7 +261,11 @@ fn confirm_unsandboxed(policy: &Policy) -> Result<()> {
         .write(true)
         .open("/dev/tty")
         .context("--unsandboxed needs a terminal to ask for confirmation, and there is none; the command was not run")?;
-    let shown: Vec<String> = policy.command.iter().map(|a| backend::shell_quote(&a.to_string_lossy())).collect();
+    let shown: Vec<String> = policy
+        .command
+        .iter()
+        .map(|a| backend::shell_quote(&a.to_string_lossy()))
+        .collect();
     write!(
         tty,
         "sbx: run WITHOUT the sandbox: {}\nType yes to confirm: ",
@@ -271,8 +291,10 @@ fn check(
     let host = gather_host(Platform::host(), env, self_exe)?;
     let policy = policy::resolve(&host, flags, Vec::new())?;
     let backend = match policy.platform {
-        Platform::Linux => crate::exec::find_bwrap(&policy, host.var("PATH").map(|p| p.as_os_str()))
-            .map(|p| p.display().to_string()),
+        Platform::Linux => {
+            crate::exec::find_bwrap(&policy, host.var("PATH").map(|p| p.as_os_str()))
+                .map(|p| p.display().to_string())
+        }
         Platform::Macos => {
             if Path::new(backend::seatbelt::SANDBOX_EXEC).exists() {
                 Ok(backend::seatbelt::SANDBOX_EXEC.to_string())
@@ -298,7 +320,10 @@ fn check(
                 "origins": origins.iter().map(|(k, s)| serde_json::json!({"key": k, "source": s})).collect::<Vec<_>>(),
                 "warnings": policy.warnings,
             });
-            println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            );
         }
         FormatArg::Text => {
             match &backend {
@@ -315,7 +340,11 @@ fn check(
             }
         }
     }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Collect the host facts resolution needs.
@@ -332,7 +361,11 @@ fn gather_host(
         .filter(|h| h.is_absolute())
         .or_else(home_from_passwd)
         .context("cannot tell the home directory: set HOME to an absolute path")?;
-    let var = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| PathBuf::from(v));
+    let var = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| PathBuf::from(v))
+    };
     let cache_dir = var("XDG_CACHE_HOME")
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| home.join(".cache"))
@@ -361,8 +394,12 @@ fn home_from_passwd() -> Option<PathBuf> {
 #[cfg(target_os = "linux")]
 fn already_sandboxed() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let filtered = status.lines().any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2'))
-        && status.lines().any(|l| l.starts_with("NoNewPrivs:") && l.trim_end().ends_with('1'));
+    let filtered = status
+        .lines()
+        .any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2'))
+        && status
+            .lines()
+            .any(|l| l.starts_with("NoNewPrivs:") && l.trim_end().ends_with('1'));
     let init = std::fs::read("/proc/1/cmdline").unwrap_or_default();
     filtered && init.split(|&b| b == 0).nth(1) == Some(b"__inner".as_slice())
 }

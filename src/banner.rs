@@ -30,7 +30,10 @@ impl Style {
                 .and_then(|(_, v)| v.to_str())
                 .filter(|v| !v.is_empty())
         };
-        let locale = get("LC_ALL").or_else(|| get("LC_CTYPE")).or_else(|| get("LANG")).unwrap_or("");
+        let locale = get("LC_ALL")
+            .or_else(|| get("LC_CTYPE"))
+            .or_else(|| get("LANG"))
+            .unwrap_or("");
         let lower = locale.to_ascii_lowercase();
         Style {
             color: std::io::stderr().is_terminal() && get("NO_COLOR").is_none(),
@@ -75,7 +78,11 @@ pub fn summary(policy: &Policy, backend: &str) -> String {
         FsSetting::ReadOnly => "read-only".to_string(),
         FsSetting::Restricted if policy.writable.is_empty() => "write nowhere".to_string(),
         FsSetting::Restricted => {
-            let roots: Vec<String> = policy.writable.iter().map(|w| tilde(w, &policy.home)).collect();
+            let roots: Vec<String> = policy
+                .writable
+                .iter()
+                .map(|w| tilde(w, &policy.home))
+                .collect();
             format!("write {}", roots.join(", "))
         }
     };
@@ -89,7 +96,11 @@ pub fn print_active(style: Style, text: &str) {
     } else {
         format!("[sbx] {}", text.replace('·', "|"))
     };
-    let line = if style.color { line.dimmed().to_string() } else { line };
+    let line = if style.color {
+        line.dimmed().to_string()
+    } else {
+        line
+    };
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
@@ -101,7 +112,11 @@ pub fn warn(style: Style, text: &str) {
     } else {
         format!("[sbx WARNING] {text}")
     };
-    let line = if style.color { line.yellow().to_string() } else { line };
+    let line = if style.color {
+        line.yellow().to_string()
+    } else {
+        line
+    };
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
@@ -113,7 +128,11 @@ pub fn not_sandboxed(style: Style, cause: &str) {
     } else {
         format!("[sbx WARNING] NOT sandboxed: {text}")
     };
-    let line = if style.color { line.red().bold().to_string() } else { line };
+    let line = if style.color {
+        line.red().bold().to_string()
+    } else {
+        line
+    };
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 

@@ -113,7 +113,11 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// The command to show (default: the inner shell).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
     pub command: Vec<OsString>,
 }
 
@@ -243,7 +247,18 @@ mod tests {
 
     #[test]
     fn option_clusters_are_shell_mode() {
-        for first in ["-lc", "-ec", "-ic", "-l", "-i", "-s", "--login", "--noprofile", "-o", "+O"] {
+        for first in [
+            "-lc",
+            "-ec",
+            "-ic",
+            "-l",
+            "-i",
+            "-s",
+            "--login",
+            "--noprofile",
+            "-o",
+            "+O",
+        ] {
             assert!(
                 shell_invocation(&argv(&["sbx", first, "x"]), false).is_some(),
                 "{first}"
@@ -253,7 +268,16 @@ mod tests {
 
     #[test]
     fn subcommands_and_sbx_flags_are_not_shell_mode() {
-        for first in ["run", "profile", "-h", "--help", "-V", "--version", "--network", "-z"] {
+        for first in [
+            "run",
+            "profile",
+            "-h",
+            "--help",
+            "-V",
+            "--version",
+            "--network",
+            "-z",
+        ] {
             assert!(
                 shell_invocation(&argv(&["sbx", first]), false).is_none(),
                 "{first}"

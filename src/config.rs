@@ -213,8 +213,15 @@ pub fn parse(source: Source, text: &str) -> Result<Layer> {
         ("deny_write", &table.deny_write),
     ] {
         for item in list.iter().flatten() {
-            check_path_text(item.get_ref())
-                .map_err(|why| err(item.span(), key, format!("{why} (write an absolute path, `~/...` or a path relative to the project)")))?;
+            check_path_text(item.get_ref()).map_err(|why| {
+                err(
+                    item.span(),
+                    key,
+                    format!(
+                        "{why} (write an absolute path, `~/...` or a path relative to the project)"
+                    ),
+                )
+            })?;
         }
     }
     for (key, item) in [("shell", &table.shell), ("bwrap", &table.bwrap)] {
@@ -239,7 +246,10 @@ pub fn parse(source: Source, text: &str) -> Result<Layer> {
             return Err(err(
                 item.span(),
                 "env_passthrough",
-                format!("`{}` is not an environment variable name (letters, digits and `_`)", name.escape_debug()),
+                format!(
+                    "`{}` is not an environment variable name (letters, digits and `_`)",
+                    name.escape_debug()
+                ),
             ));
         }
     }
@@ -285,7 +295,11 @@ pub fn check_path_text(path: &str) -> Result<(), String> {
 /// 1-based line of a byte offset, and the key written at the start of that line.
 fn locate(text: &str, offset: usize) -> (usize, Option<String>) {
     let offset = offset.min(text.len());
-    let line_no = text.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_no = text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1;
     let line = text.lines().nth(line_no - 1).unwrap_or("");
     let key = line
         .split_once('=')
@@ -349,14 +363,21 @@ allow_unsandboxed = true
 
     #[test]
     fn other_tables_are_ignored() {
-        let layer = parse(Source::Default, "[other]\nx = 1\n[sandbox]\nnetwork = \"allow\"\n").unwrap();
+        let layer = parse(
+            Source::Default,
+            "[other]\nx = 1\n[sandbox]\nnetwork = \"allow\"\n",
+        )
+        .unwrap();
         assert_eq!(layer.table.network, Some(NetworkMode::Allow));
     }
 
     #[test]
     fn unknown_key_names_file_line_and_key() {
         let msg = parse_err("[sandbox]\nnetwork = \"deny\"\nnetwrok = \"allow\"\n");
-        assert!(msg.starts_with("/u/config.toml:3: unknown key `netwrok`"), "{msg}");
+        assert!(
+            msg.starts_with("/u/config.toml:3: unknown key `netwrok`"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -388,8 +409,12 @@ allow_unsandboxed = true
 
     #[test]
     fn wildcard_allowlist_is_refused() {
-        let msg = parse_err("[sandbox]\nnetwork_allowlist = [\n  \"github.com\",\n  \"*.com\",\n]\n");
-        assert!(msg.starts_with("/u/config.toml:4: key `network_allowlist`"), "{msg}");
+        let msg =
+            parse_err("[sandbox]\nnetwork_allowlist = [\n  \"github.com\",\n  \"*.com\",\n]\n");
+        assert!(
+            msg.starts_with("/u/config.toml:4: key `network_allowlist`"),
+            "{msg}"
+        );
     }
 
     #[test]

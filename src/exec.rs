@@ -25,12 +25,15 @@ pub const SYSTEM_BWRAP: &str = "/usr/bin/bwrap";
 /// root or the working directory is never used: the sandboxed command could
 /// have put it there. The error is the cause, for the "not sandboxed" line.
 pub fn find_bwrap(policy: &Policy, path_var: Option<&OsStr>) -> Result<PathBuf, String> {
-    let untrusted = |p: &Path| {
-        policy.writable.iter().any(|w| p.starts_with(w)) || p.starts_with(&policy.cwd)
-    };
+    let untrusted =
+        |p: &Path| policy.writable.iter().any(|w| p.starts_with(w)) || p.starts_with(&policy.cwd);
     if let Some(configured) = &policy.bwrap {
-        let real = std::fs::canonicalize(configured)
-            .map_err(|e| format!("the configured bwrap {} cannot be used: {e}", configured.display()))?;
+        let real = std::fs::canonicalize(configured).map_err(|e| {
+            format!(
+                "the configured bwrap {} cannot be used: {e}",
+                configured.display()
+            )
+        })?;
         if untrusted(&real) {
             return Err(format!(
                 "the configured bwrap {} lies inside a writable root, where the sandbox could replace it",
@@ -38,7 +41,10 @@ pub fn find_bwrap(policy: &Policy, path_var: Option<&OsStr>) -> Result<PathBuf, 
             ));
         }
         if !is_executable(&real) {
-            return Err(format!("the configured bwrap {} is not executable", real.display()));
+            return Err(format!(
+                "the configured bwrap {} is not executable",
+                real.display()
+            ));
         }
         return Ok(real);
     }
@@ -49,7 +55,9 @@ pub fn find_bwrap(policy: &Policy, path_var: Option<&OsStr>) -> Result<PathBuf, 
         }
     }
     for c in candidates {
-        let Ok(real) = std::fs::canonicalize(&c) else { continue };
+        let Ok(real) = std::fs::canonicalize(&c) else {
+            continue;
+        };
         if is_executable(&real) && !untrusted(&real) {
             return Ok(real);
         }
@@ -154,10 +162,15 @@ fn apply_env(cmd: &mut Command, env: &EnvPlan) {
 fn open_empty_at(fd: i32) -> Result<()> {
     use nix::fcntl::{fcntl, open, FcntlArg, FdFlag, OFlag};
     use nix::sys::stat::Mode;
-    let tmp = open("/dev/null", OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
-        .context("opening /dev/null")?;
+    let tmp = open(
+        "/dev/null",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .context("opening /dev/null")?;
     if tmp != fd {
-        nix::unistd::dup2(tmp, fd).with_context(|| format!("placing /dev/null at descriptor {fd}"))?;
+        nix::unistd::dup2(tmp, fd)
+            .with_context(|| format!("placing /dev/null at descriptor {fd}"))?;
         nix::unistd::close(tmp).context("closing a descriptor")?;
     }
     // dup2 clears close-on-exec; a descriptor opened in place still has it.

@@ -18,6 +18,8 @@ pub fn completions(shell: clap_complete::Shell) -> Result<String> {
 pub fn man() -> Result<String> {
     let cmd = Cli::command();
     let mut out = Vec::new();
-    clap_mangen::Man::new(cmd).render(&mut out).context("rendering the man page")?;
+    clap_mangen::Man::new(cmd)
+        .render(&mut out)
+        .context("rendering the man page")?;
     String::from_utf8(out).context("man page is not UTF-8")
 }

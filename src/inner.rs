@@ -136,7 +136,8 @@ fn supervise(child: Pid, signals: &SignalFd) -> Result<Infallible> {
 
 /// Refuse to go on if any capability survived bubblewrap's `--cap-drop ALL`.
 fn check_no_capabilities() -> Result<()> {
-    let status = std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     for line in status.lines() {
         for field in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
             if let Some(value) = line.strip_prefix(field) {

@@ -101,23 +101,43 @@ fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
     rules.insert(
         libc::SYS_ioctl,
         vec![
-            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::TIOCSTI as u64)?])?,
+            rule(vec![cond(
+                1,
+                Dword,
+                SeccompCmpOp::Eq,
+                libc::TIOCSTI as u64,
+            )?])?,
             rule(vec![cond(1, Dword, SeccompCmpOp::Eq, 0x541C)?])?, // TIOCLINUX
         ],
     );
     // Sockets: AF_VSOCK always, AF_UNIX unless allowed. Datagram socketpairs
     // are refused too: an unbound datagram socket can `sendto` any named
     // socket. Stream socketpairs stay (cargo, Python and Node use them).
-    let mut socket_rules = vec![rule(vec![cond(0, Dword, SeccompCmpOp::Eq, libc::AF_VSOCK as u64)?])?];
+    let mut socket_rules = vec![rule(vec![cond(
+        0,
+        Dword,
+        SeccompCmpOp::Eq,
+        libc::AF_VSOCK as u64,
+    )?])?];
     if !opts.allow_unix_sockets {
-        socket_rules.push(rule(vec![cond(0, Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?])?);
+        socket_rules.push(rule(vec![cond(
+            0,
+            Dword,
+            SeccompCmpOp::Eq,
+            libc::AF_UNIX as u64,
+        )?])?);
     }
     rules.insert(libc::SYS_socket, socket_rules);
     rules.insert(
         libc::SYS_socketpair,
         vec![rule(vec![
             cond(0, Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
-            cond(1, Dword, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_DGRAM as u64)?,
+            cond(
+                1,
+                Dword,
+                SeccompCmpOp::MaskedEq(0xf),
+                libc::SOCK_DGRAM as u64,
+            )?,
         ])?],
     );
     Ok(rules)
@@ -132,7 +152,12 @@ fn abi_program() -> BpfProgram {
     const BPF_RET_K: u16 = 0x06;
     const RET_ALLOW: u32 = 0x7fff_0000;
     const RET_ERRNO: u32 = 0x0005_0000;
-    let stmt = |code, k| sock_filter { code, jt: 0, jf: 0, k };
+    let stmt = |code, k| sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
     vec![
         stmt(BPF_LD_W_ABS, 0),
         sock_filter {
@@ -184,7 +209,10 @@ mod tests {
     #[test]
     fn programs_compile_for_both_socket_modes() {
         for allow in [false, true] {
-            let p = programs(Options { allow_unix_sockets: allow }).unwrap();
+            let p = programs(Options {
+                allow_unix_sockets: allow,
+            })
+            .unwrap();
             assert_eq!(p.len(), 3);
             assert!(p.iter().all(|prog| !prog.is_empty() && prog.len() < 4096));
         }
