@@ -211,7 +211,38 @@ fn run_with(
         };
         banner::print_active(style, &banner::summary(&policy, backend));
     }
-    crate::exec::exec(&plan)
+    run_plan(&plan, &policy, style)
+}
+
+/// Execute a sandbox plan. On Linux, when some "runs later" path does not
+/// exist (and so could not be mounted read-only), sbx stays as the parent of
+/// bubblewrap to neutralise whatever the command creates there.
+#[cfg(target_os = "linux")]
+fn run_plan(plan: &Plan, policy: &Policy, style: Style) -> Result<Infallible> {
+    let mut watch: Vec<PathBuf> = policy
+        .protected
+        .iter()
+        .filter(|p| p.kind == policy::Kind::Missing && !p.create)
+        .map(|p| p.path.clone())
+        .collect();
+    let new_git = policy.project.join(".git");
+    let watch_git = policy.writable.iter().any(|w| new_git.starts_with(w))
+        && std::fs::symlink_metadata(&new_git).is_err();
+    if watch.is_empty() && !watch_git {
+        return crate::exec::exec(plan);
+    }
+    watch.sort();
+    let warn = |text: &str| banner::warn(style, text);
+    let code = crate::exec::run_then_sweep(plan, &watch, &warn)?;
+    if watch_git {
+        crate::exec::inspect_new_git(&new_git, &warn);
+    }
+    std::process::exit(i32::from(code))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn run_plan(plan: &Plan, _policy: &Policy, _style: Style) -> Result<Infallible> {
+    crate::exec::exec(plan)
 }
 
 /// The argv to run: in shell mode the inner shell and its arguments.

@@ -106,6 +106,12 @@ pub fn check_command(command: &[OsString], path_var: Option<&OsStr>, cwd: &Path)
 
 /// Replace sbx with the plan's program.
 pub fn exec(plan: &Plan) -> Result<Infallible> {
+    let err = prepare(plan)?.exec();
+    Err(err).with_context(|| format!("cannot execute {}", plan.program.display()))
+}
+
+/// Create what the plan needs on the host and build the command.
+fn prepare(plan: &Plan) -> Result<Command> {
     for (path, kind) in &plan.create {
         let made = match kind {
             Kind::Dir => std::fs::create_dir(path),
@@ -133,8 +139,120 @@ pub fn exec(plan: &Plan) -> Result<Infallible> {
     if let Some(env) = &plan.env {
         apply_env(&mut cmd, env);
     }
-    let err = cmd.exec();
-    Err(err).with_context(|| format!("cannot execute {}", plan.program.display()))
+    Ok(cmd)
+}
+
+/// Run the plan as a child, then neutralise any "runs later" path in `watch`
+/// (paths that did not exist, so could not be mounted read-only) that the
+/// command created: it is renamed to `NAME.sbx-blocked[-N]`, nothing is
+/// deleted, and each one is reported. Returns the exit status to report.
+#[cfg(target_os = "linux")]
+pub fn run_then_sweep(plan: &Plan, watch: &[PathBuf], warn: &dyn Fn(&str)) -> Result<u8> {
+    use nix::sys::signal::{SigSet, Signal};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+    let mut blocked = SigSet::empty();
+    for sig in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+    ] {
+        blocked.add(sig);
+    }
+    // Placeholder descriptors first: they take fixed numbers, which must not
+    // land on the signalfd.
+    let mut cmd = prepare(plan)?;
+    // The child's mask is reset by std before exec.
+    blocked.thread_block().context("blocking signals")?;
+    let signals =
+        SignalFd::with_flags(&blocked, SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("cannot execute {}", plan.program.display()))?;
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let code = crate::inner::wait_forwarding(pid, &signals, false)?;
+    for path in watch {
+        if std::fs::symlink_metadata(path).is_err() {
+            continue;
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut target = path.with_file_name(format!("{name}.sbx-blocked"));
+        let mut n = 1;
+        while std::fs::symlink_metadata(&target).is_ok() {
+            n += 1;
+            target = path.with_file_name(format!("{name}.sbx-blocked-{n}"));
+        }
+        match std::fs::rename(path, &target) {
+            Ok(()) => warn(&format!(
+                "the command created {}, which runs later outside the sandbox; it was moved to {} (review it, and rename it back only if you trust it)",
+                path.display(),
+                target.display()
+            )),
+            Err(e) => warn(&format!(
+                "the command created {}, which runs later outside the sandbox, and it could not be moved away ({e}): review it before use",
+                path.display()
+            )),
+        }
+    }
+    Ok(u8::try_from(code).unwrap_or(255))
+}
+
+/// A repository created inside the sandbox (`git init`) has hooks and config
+/// written by the sandboxed command, and git runs them later outside it. Warn
+/// when they hold anything `git init` would not have put there.
+#[cfg(target_os = "linux")]
+pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
+    if !git.is_dir() {
+        return;
+    }
+    let hooks: Vec<String> = std::fs::read_dir(git.join("hooks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".sample"))
+        .collect();
+    const RISKY: &[&str] = &[
+        "fsmonitor",
+        "hookspath",
+        "sshcommand",
+        "editor",
+        "pager",
+        "askpass",
+        "textconv",
+        "external",
+        "filter",
+        "program",
+        "helper",
+        "packobjectshook",
+        "alternaterefscommand",
+        "include",
+        "proxycommand",
+    ];
+    let config = std::fs::read_to_string(git.join("config"))
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let risky: Vec<&str> = RISKY
+        .iter()
+        .copied()
+        .filter(|k| config.contains(k))
+        .collect();
+    if hooks.is_empty() && risky.is_empty() {
+        return;
+    }
+    warn(&format!(
+        "the command created the git repository {} with hooks [{}] and config keys [{}] that git runs outside the sandbox: review them before using git there",
+        git.display(),
+        hooks.join(", "),
+        risky.join(", ")
+    ));
 }
 
 /// Run a command as it is, without any sandbox.

@@ -25,7 +25,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, SigSet, Signal};
-use nix::sys::signalfd::SignalFd;
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{execvp, ForkResult, Pid};
 
@@ -53,7 +53,8 @@ pub fn run(command: &[OsString], opts: seccomp::Options) -> Result<Infallible> {
     blocked.remove(Signal::SIGKILL);
     blocked.remove(Signal::SIGSTOP);
     blocked.thread_block().context("blocking signals")?;
-    let signals = SignalFd::new(&blocked).context("creating a signalfd")?;
+    let signals =
+        SignalFd::with_flags(&blocked, SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
 
     // SAFETY: the inner stage is single-threaded (it starts no thread, and
     // std starts none on its own), so the child of `fork` is a full copy of a
@@ -101,21 +102,30 @@ fn exec_filtered(program: &CString, argv: &[CString], programs: &[seccompiler::B
 /// PID 1: reap every child, forward signals sent to us, exit with the
 /// command's status.
 fn supervise(child: Pid, signals: &SignalFd) -> Result<Infallible> {
+    let code = wait_forwarding(child, signals, true)?;
+    std::process::exit(code)
+}
+
+/// Wait for `child` while forwarding to it the signals a process sent us
+/// (the signals in `signals` must be blocked). With `reap_all`, also reap
+/// every other child (PID 1 inherits orphans). Returns the exit status to
+/// report: the child's code, or 128+N when signal N killed it.
+pub fn wait_forwarding(child: Pid, signals: &SignalFd, reap_all: bool) -> Result<i32> {
     loop {
         let Some(info) = signals.read_signal().context("reading the signalfd")? else {
             continue;
         };
         let signo = info.ssi_signo as i32;
         if signo == Signal::SIGCHLD as i32 {
+            let target = if reap_all { None } else { Some(child) };
             loop {
-                match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-                    Ok(WaitStatus::Exited(pid, code)) if pid == child => std::process::exit(code),
+                match waitpid(target, Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::Exited(pid, code)) if pid == child => return Ok(code),
                     Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
-                        std::process::exit(128 + sig as i32)
+                        return Ok(128 + sig as i32)
                     }
                     Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
-                    Ok(_) => continue,
-                    Err(nix::errno::Errno::EINTR) => continue,
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
                     Err(e) => return Err(e).context("waiting for the command"),
                 }
             }

@@ -187,12 +187,20 @@ pub const CREDENTIALS: &[&str] = &[
 pub const CREDENTIALS_MACOS: &[&str] = &["Library/Keychains"];
 
 /// "Runs later" paths relative to the project root.
+/// Agent and editor settings can run commands on the host (hooks, tasks, MCP
+/// servers), so they are on it too.
 pub const PROJECT_PROTECTED: &[&str] = &[
     ".git/hooks",
     ".git/config",
     ".sbx.toml",
     ".envrc",
     ".vscode",
+    ".idea",
+    ".claude",
+    ".mcp.json",
+    ".codex",
+    ".gemini",
+    ".cursor",
 ];
 
 /// "Runs later" paths relative to the home directory, protected when the
@@ -842,6 +850,15 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             }
             candidates.push(project.join(rel));
         }
+        // Submodules keep their hooks and config under .git/modules.
+        let mut git_dirs = vec![git.clone()];
+        if git.is_dir() {
+            for module in submodule_git_dirs(&git.join("modules")) {
+                candidates.push(module.join("hooks"));
+                candidates.push(module.join("config"));
+                git_dirs.push(module);
+            }
+        }
         if let Some(p) = &project_path {
             candidates.push(p.clone());
         }
@@ -883,7 +900,11 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             }
             let mut kind = kind_of(&resolved);
             let mut create = false;
-            if kind == Kind::Missing && resolved.parent() == Some(git.as_path()) {
+            if kind == Kind::Missing
+                && resolved
+                    .parent()
+                    .is_some_and(|p| git_dirs.iter().any(|g| g == p))
+            {
                 // `.git/hooks` or `.git/config` in a repository that has none:
                 // created empty (as git itself would) so they can be mounted
                 // read-only. Nothing is created in the working tree.
@@ -970,6 +991,33 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         warnings,
         origins: s.origins,
     })
+}
+
+/// The git directories of submodules (`.git/modules/NAME`, nested ones
+/// included): those holding a `config` file.
+fn submodule_git_dirs(modules: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![modules.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if path.join("config").is_file() {
+                stack.push(path.join("modules"));
+                out.push(path);
+            } else if out.len() < 1000 {
+                // Submodule names may contain slashes: look one level deeper.
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Decide which variables the command gets.
