@@ -7,6 +7,8 @@ mod cli;
 // Bad configuration: exit 125, a message naming file, line and key, and the
 // command never runs.
 mod config;
+// Committed man page and completions match what the binary generates.
+mod generated;
 // `sbx profile` for both platforms: exact output and round trips.
 mod profile;
 // Real bubblewrap runs on Linux: each grant beside its denial, judged by

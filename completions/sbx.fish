@@ -1,0 +1,81 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_sbx_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_sbx_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_sbx_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_sbx_using_subcommand
+    set -l cmd (__fish_sbx_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c sbx -n "__fish_sbx_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_needs_command" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "run" -d 'Run a command inside the sandbox (argv as given, no shell)'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "profile" -d 'Print exactly what `sbx run` would execute: the bubblewrap argv or the Seatbelt profile'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "check" -d 'Diagnose the backend and print the effective policy'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a completion script for a shell'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "man" -d 'Print the man page (roff)'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "__inner" -d 'Internal: the second stage, run by bubblewrap inside the sandbox as PID 1'
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l config -d 'Read this configuration file (trusted like the user file) [env: SBX_CONFIG]' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l network -d 'Network mode' -r -f -a "deny\t''
+allow\t''
+allowlist\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l writable -d 'Also make PATH writable (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l read-only -d 'No writes at all; reads limited to the project and system paths'
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l require -d 'Refuse to run (exit 125) when the sandbox cannot be enforced'
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l unsandboxed -d 'Run this one command without the sandbox, after an interactive yes on the terminal'
+complete -c sbx -n "__fish_sbx_using_subcommand run" -s q -l quiet -d 'Do not print the banner (warnings are still printed)'
+complete -c sbx -n "__fish_sbx_using_subcommand run" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l config -d 'Read this configuration file (trusted like the user file) [env: SBX_CONFIG]' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l network -d 'Network mode' -r -f -a "deny\t''
+allow\t''
+allowlist\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l writable -d 'Also make PATH writable (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l platform -d 'The platform to render for (default: this host)' -r -f -a "linux\t''
+macos\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l format -d 'Output format' -r -f -a "text\t''
+json\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l home -d 'Pretend the home directory is DIR (for reproducible snapshots)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l read-only -d 'No writes at all; reads limited to the project and system paths'
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l require -d 'Refuse to run (exit 125) when the sandbox cannot be enforced'
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l unsandboxed -d 'Run this one command without the sandbox, after an interactive yes on the terminal'
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -s q -l quiet -d 'Do not print the banner (warnings are still printed)'
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l config -d 'Read this configuration file (trusted like the user file) [env: SBX_CONFIG]' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l network -d 'Network mode' -r -f -a "deny\t''
+allow\t''
+allowlist\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l writable -d 'Also make PATH writable (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l format -d 'Output format' -r -f -a "text\t''
+json\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l read-only -d 'No writes at all; reads limited to the project and system paths'
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l require -d 'Refuse to run (exit 125) when the sandbox cannot be enforced'
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l unsandboxed -d 'Run this one command without the sandbox, after an interactive yes on the terminal'
+complete -c sbx -n "__fish_sbx_using_subcommand check" -s q -l quiet -d 'Do not print the banner (warnings are still printed)'
+complete -c sbx -n "__fish_sbx_using_subcommand check" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand man" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l allow-unix-sockets -d 'Let the command create Unix sockets'
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -s h -l help -d 'Print help'
