@@ -60,7 +60,7 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
                 command.push(policy.shell.clone().into_os_string());
             }
             policy.command = command;
-            let plan = render(&policy, &host, true)?;
+            let plan = render(&policy, &host, true)?.map_err(anyhow::Error::msg)?;
             let text = match args.format {
                 FormatArg::Text => match &plan.profile {
                     Some(profile) => profile.clone(),
@@ -192,10 +192,9 @@ fn run_with(
             );
         }
     }
-    let plan = match render(&policy, &host, false) {
+    let plan = match render(&policy, &host, false)? {
         Ok(plan) => plan,
         Err(cause) => {
-            let cause = format!("{cause:#}");
             if policy.require {
                 bail!("cannot sandbox the command: {cause}; refusing to run it because `require` is set");
             }
@@ -255,29 +254,34 @@ fn full_command(policy: &Policy, command: Vec<OsString>, shell_mode: bool) -> Ve
     full
 }
 
-/// Render the plan for the policy's platform. For a dry run a missing
-/// backend is not an error: the plan names the bubblewrap that would be used.
-fn render(policy: &Policy, host: &Host, dry_run: bool) -> Result<Plan> {
+/// Render the plan for the policy's platform. The outer error is a policy
+/// that cannot be rendered (sbx refuses: 125); the inner one a backend that is
+/// not available here, with its cause. For a dry run a missing backend is not
+/// an error: the plan names the bubblewrap that would be used.
+fn render(policy: &Policy, host: &Host, dry_run: bool) -> Result<Result<Plan, String>> {
     match policy.platform {
         Platform::Linux => {
             let path_var = host.var("PATH").map(|p| p.as_os_str());
             let bwrap = match crate::exec::find_bwrap(policy, path_var) {
                 Ok(b) => b,
                 Err(_) if dry_run => PathBuf::from(crate::exec::SYSTEM_BWRAP),
-                Err(cause) => bail!("{cause}"),
+                Err(cause) => return Ok(Err(cause)),
             };
             let sbx = host
                 .self_exe
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("sbx"));
-            Ok(backend::bwrap::render(policy, &bwrap, &sbx))
+            Ok(Ok(backend::bwrap::render(policy, &bwrap, &sbx)))
         }
         Platform::Macos => {
             let plan = backend::seatbelt::render(policy)?;
             if !dry_run && !Path::new(backend::seatbelt::SANDBOX_EXEC).exists() {
-                bail!("{} is missing", backend::seatbelt::SANDBOX_EXEC);
+                return Ok(Err(format!(
+                    "{} is missing",
+                    backend::seatbelt::SANDBOX_EXEC
+                )));
             }
-            Ok(plan)
+            Ok(Ok(plan))
         }
     }
 }

@@ -88,13 +88,8 @@ pub struct PolicyArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// The command and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    /// The command and its arguments (put `--` before it).
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 
@@ -113,11 +108,7 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// The command to show (default: the inner shell).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    #[arg(trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 

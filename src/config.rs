@@ -213,15 +213,17 @@ pub fn parse(source: Source, text: &str) -> Result<Layer> {
         ("deny_write", &table.deny_write),
     ] {
         for item in list.iter().flatten() {
-            check_path_text(item.get_ref()).map_err(|why| {
-                err(
-                    item.span(),
-                    key,
-                    format!(
-                        "{why} (write an absolute path, `~/...` or a path relative to the project)"
-                    ),
-                )
-            })?;
+            check_path_text(item.get_ref())
+                .and_then(|()| check_no_parent(item.get_ref()))
+                .map_err(|why| {
+                    err(
+                        item.span(),
+                        key,
+                        format!(
+                            "{why} (write an absolute path, `~/...` or a path relative to the project)"
+                        ),
+                    )
+                })?;
         }
     }
     for (key, item) in [("shell", &table.shell), ("bwrap", &table.bwrap)] {
@@ -288,6 +290,18 @@ pub fn check_path_text(path: &str) -> Result<(), String> {
             "the path {:?} contains the control character {:?}",
             path, c
         ));
+    }
+    Ok(())
+}
+
+/// `..` in a policy path is refused: a path that climbs out of where it
+/// appears to point is a classic way to hide a widening.
+pub fn check_no_parent(path: &str) -> Result<(), String> {
+    if Path::new(path)
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err(format!("{path:?}: `..` is not allowed in a policy path"));
     }
     Ok(())
 }

@@ -670,9 +670,12 @@ fn real(p: &Path) -> Option<PathBuf> {
 pub fn macos_real_spelling(p: &Path) -> PathBuf {
     for top in ["/tmp", "/var", "/etc"] {
         if let Ok(rest) = p.strip_prefix(top) {
-            return Path::new("/private")
-                .join(top.trim_start_matches('/'))
-                .join(rest);
+            let real = Path::new("/private").join(top.trim_start_matches('/'));
+            return if rest.as_os_str().is_empty() {
+                real
+            } else {
+                real.join(rest)
+            };
         }
     }
     p.to_path_buf()
@@ -1080,115 +1083,6 @@ fn system_paths() -> Vec<SystemPath> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn credential_variables() {
-        for v in [
-            "GITHUB_TOKEN",
-            "ANTHROPIC_API_KEY",
-            "AWS_SECRET_ACCESS_KEY",
-            "DB_PASSWORD",
-            "SSH_AUTH_SOCK",
-            "my_secret_thing",
-        ] {
-            assert!(is_credential_var(v), "{v}");
-        }
-        for v in ["PATH", "HOME", "TERM", "CARGO_HOME", "EDITOR"] {
-            assert!(!is_credential_var(v), "{v}");
-        }
-    }
-
-    #[test]
-    fn env_file_names() {
-        for n in [".env", ".env.local", ".env.production", ".ENV"] {
-            assert!(is_env_file_name(n), "{n}");
-        }
-        for n in [
-            ".envrc",
-            ".env.example",
-            ".env.sample",
-            ".env.template",
-            "env",
-            ".environment",
-        ] {
-            assert!(!is_env_file_name(n), "{n}");
-        }
-    }
-
-    #[test]
-    fn expand_paths() {
-        let home = Path::new("/home/u");
-        let base = Path::new("/p");
-        assert_eq!(expand("~", home, base).unwrap(), PathBuf::from("/home/u"));
-        assert_eq!(
-            expand("~/x/./y", home, base).unwrap(),
-            PathBuf::from("/home/u/x/y")
-        );
-        assert_eq!(expand(".", home, base).unwrap(), PathBuf::from("/p"));
-        assert_eq!(expand("sub", home, base).unwrap(), PathBuf::from("/p/sub"));
-        assert_eq!(expand("/abs", home, base).unwrap(), PathBuf::from("/abs"));
-        assert!(expand("/tmp/../etc", home, base).is_err());
-        assert!(expand("~root/x", home, base).is_err());
-        assert!(expand("/a\nb", home, base).is_err());
-    }
-
-    #[test]
-    fn macos_spelling() {
-        assert_eq!(
-            macos_real_spelling(Path::new("/tmp")),
-            PathBuf::from("/private/tmp")
-        );
-        assert_eq!(
-            macos_real_spelling(Path::new("/var/folders/x")),
-            PathBuf::from("/private/var/folders/x")
-        );
-        assert_eq!(
-            macos_real_spelling(Path::new("/private/tmp")),
-            PathBuf::from("/private/tmp")
-        );
-        assert_eq!(
-            macos_real_spelling(Path::new("/tmpx")),
-            PathBuf::from("/tmpx")
-        );
-        assert_eq!(
-            macos_real_spelling(Path::new("/Users/u")),
-            PathBuf::from("/Users/u")
-        );
-    }
-
-    #[test]
-    fn project_root_never_home() {
-        let t = tempfile::tempdir().unwrap();
-        let home = t.path().join("home");
-        std::fs::create_dir_all(home.join(".git")).unwrap();
-        std::fs::create_dir_all(home.join("code/repo/.git")).unwrap();
-        std::fs::create_dir_all(home.join("code/repo/sub")).unwrap();
-        std::fs::create_dir_all(home.join("scratch")).unwrap();
-        assert_eq!(
-            find_project(&home.join("code/repo/sub"), &home),
-            home.join("code/repo")
-        );
-        assert_eq!(
-            find_project(&home.join("scratch"), &home),
-            home.join("scratch")
-        );
-        assert_eq!(find_project(&home, &home), home);
-    }
-
-    #[test]
-    fn allowlist_coverage() {
-        let r = |s| HostRule::parse(s).unwrap();
-        assert!(covers(&r("*.example.com"), &r("api.example.com")));
-        assert!(covers(&r("example.com"), &r("example.com:443")));
-        assert!(!covers(&r("example.com"), &r("example.com:22")));
-        assert!(!covers(&r("*.example.com"), &r("example.com")));
-        assert!(!covers(&r("example.com"), &r("evil.com")));
-    }
-}
-
 /// A policy with fixed paths for renderer tests: home `/home/t`, project
 /// `/home/t/proj`, the default grants, and a few credentials of each kind.
 #[cfg(test)]
@@ -1255,5 +1149,114 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
         command: vec!["echo".into(), "hi".into()],
         warnings: Vec::new(),
         origins: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_variables() {
+        for v in [
+            "GITHUB_TOKEN",
+            "ANTHROPIC_API_KEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "SSH_AUTH_SOCK",
+            "my_secret_thing",
+        ] {
+            assert!(is_credential_var(v), "{v}");
+        }
+        for v in ["PATH", "HOME", "TERM", "CARGO_HOME", "EDITOR"] {
+            assert!(!is_credential_var(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn env_file_names() {
+        for n in [".env", ".env.local", ".env.production", ".ENV"] {
+            assert!(is_env_file_name(n), "{n}");
+        }
+        for n in [
+            ".envrc",
+            ".env.example",
+            ".env.sample",
+            ".env.template",
+            "env",
+            ".environment",
+        ] {
+            assert!(!is_env_file_name(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn expand_paths() {
+        let home = Path::new("/home/u");
+        let base = Path::new("/p");
+        assert_eq!(expand("~", home, base).unwrap(), PathBuf::from("/home/u"));
+        assert_eq!(
+            expand("~/x/./y", home, base).unwrap(),
+            PathBuf::from("/home/u/x/y")
+        );
+        assert_eq!(expand(".", home, base).unwrap(), PathBuf::from("/p"));
+        assert_eq!(expand("sub", home, base).unwrap(), PathBuf::from("/p/sub"));
+        assert_eq!(expand("/abs", home, base).unwrap(), PathBuf::from("/abs"));
+        assert!(expand("/tmp/../etc", home, base).is_err());
+        assert!(expand("~root/x", home, base).is_err());
+        assert!(expand("/a\nb", home, base).is_err());
+    }
+
+    #[test]
+    fn macos_spelling() {
+        assert_eq!(
+            macos_real_spelling(Path::new("/tmp")).to_str(),
+            Some("/private/tmp")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/var/folders/x")),
+            PathBuf::from("/private/var/folders/x")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/private/tmp")),
+            PathBuf::from("/private/tmp")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/tmpx")),
+            PathBuf::from("/tmpx")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/Users/u")),
+            PathBuf::from("/Users/u")
+        );
+    }
+
+    #[test]
+    fn project_root_never_home() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        std::fs::create_dir_all(home.join(".git")).unwrap();
+        std::fs::create_dir_all(home.join("code/repo/.git")).unwrap();
+        std::fs::create_dir_all(home.join("code/repo/sub")).unwrap();
+        std::fs::create_dir_all(home.join("scratch")).unwrap();
+        assert_eq!(
+            find_project(&home.join("code/repo/sub"), &home),
+            home.join("code/repo")
+        );
+        assert_eq!(
+            find_project(&home.join("scratch"), &home),
+            home.join("scratch")
+        );
+        assert_eq!(find_project(&home, &home), home);
+    }
+
+    #[test]
+    fn allowlist_coverage() {
+        let r = |s| HostRule::parse(s).unwrap();
+        assert!(covers(&r("*.example.com"), &r("api.example.com")));
+        assert!(covers(&r("example.com"), &r("example.com:443")));
+        assert!(!covers(&r("example.com"), &r("example.com:22")));
+        assert!(!covers(&r("*.example.com"), &r("example.com")));
+        assert!(!covers(&r("example.com"), &r("evil.com")));
     }
 }

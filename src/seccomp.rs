@@ -105,7 +105,7 @@ fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
                 1,
                 Dword,
                 SeccompCmpOp::Eq,
-                libc::TIOCSTI as u64,
+                libc::TIOCSTI,
             )?])?,
             rule(vec![cond(1, Dword, SeccompCmpOp::Eq, 0x541C)?])?, // TIOCLINUX
         ],
@@ -147,7 +147,8 @@ fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
 /// numbers, which carry bit 30). The architecture itself is checked by the
 /// seccompiler prologue of the other programs.
 fn abi_program() -> BpfProgram {
-    const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+    // BPF_LD | BPF_W | BPF_ABS
+    const BPF_LD_W_ABS: u16 = 0x20;
     const BPF_JMP_JGE_K: u16 = 0x05 | 0x30;
     const BPF_RET_K: u16 = 0x06;
     const RET_ALLOW: u32 = 0x7fff_0000;

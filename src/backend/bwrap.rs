@@ -76,7 +76,9 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
         // A private, empty /tmp: tools need one, and nothing written there
         // reaches the host.
         a.path("--tmpfs", Path::new("/tmp"));
-        for p in [&policy.project, &policy.cwd] {
+        // The project, the working directory, and sbx itself (the inner
+        // stage must be able to start).
+        for p in [&policy.project, &policy.cwd, &sbx.to_path_buf()] {
             if !visible.iter().any(|v| p.starts_with(v)) {
                 a.path2("--ro-bind", p, p);
                 visible.push(p.clone());

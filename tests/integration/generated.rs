@@ -1,6 +1,8 @@
 //! The committed man page and completion scripts must be what the binary
 //! generates; `SBX_BLESS=1 cargo test` rewrites them.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 
 use crate::util::sbx_path;

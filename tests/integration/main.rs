@@ -1,5 +1,8 @@
 //! The one integration test binary (see `util.rs` for the harness).
 
+// Tests and their helpers may panic on unexpected failures.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod util;
 
 // Command line: help, usage errors, `--` handling, shell-mode detection.

@@ -2,7 +2,7 @@
 //! credentials) and a project whose path contains a space, both outside every
 //! writable root of the default policy (so never under /tmp).
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
