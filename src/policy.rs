@@ -941,9 +941,16 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         protected.sort_by_key(|p| p.path.components().count());
     }
 
-    // .env files in the project.
+    // .env files in the project. A `.env` symlink whose target lies outside
+    // the project is not followed out: that target is readable by its own
+    // path anyway (reads are broad; credentials are masked on their own), and
+    // masking it would let the command plant `.env -> /usr/lib/libc.so.6`
+    // and break every later sandbox.
     let env_files = if host.scan_env_files {
         crate::envscan::find(&project, host.cache_dir.as_deref())
+            .into_iter()
+            .filter(|p| p.starts_with(&project))
+            .collect()
     } else {
         Vec::new()
     };
