@@ -55,12 +55,16 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____inner)
-            opts="-h --allow-unix-sockets --help"
+            opts="-h --allow-unix-sockets --ready-fd --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --ready-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -77,5 +77,6 @@ complete -c sbx -n "__fish_sbx_using_subcommand check" -s q -l quiet -d 'Do not 
 complete -c sbx -n "__fish_sbx_using_subcommand check" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand man" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l ready-fd -d 'A pipe on which to report that the sandbox is up' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l allow-unix-sockets -d 'Let the command create Unix sockets'
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -s h -l help -d 'Print help'

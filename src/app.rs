@@ -91,7 +91,7 @@ fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
     let opts = crate::seccomp::Options {
         allow_unix_sockets: args.allow_unix_sockets,
     };
-    crate::inner::run(&args.command, opts).map(|never| match never {})
+    crate::inner::run(&args.command, opts, args.ready_fd).map(|never| match never {})
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -194,53 +194,76 @@ fn run_with(
     }
     let plan = match render(&policy, &host, false)? {
         Ok(plan) => plan,
-        Err(cause) => {
-            if policy.require {
-                bail!("cannot sandbox the command: {cause}; refusing to run it because `require` is set");
-            }
-            banner::not_sandboxed(style, &format!("{cause}; running the command without a sandbox (set require = true to refuse instead)"));
-            return crate::exec::exec_unsandboxed(&policy.command);
-        }
+        Err(cause) => return unavailable(&policy, style, &cause),
     };
-    if banner::wanted(policy.banner, shell_command) {
-        let backend = if plan.profile.is_some() {
-            "seatbelt"
-        } else {
-            "bwrap"
-        };
-        banner::print_active(style, &banner::summary(&policy, backend));
-    }
-    run_plan(&plan, &policy, style)
+    run_plan(&plan, &policy, style, shell_command)
 }
 
-/// Execute a sandbox plan. On Linux, when some "runs later" path does not
-/// exist (and so could not be mounted read-only), sbx stays as the parent of
-/// bubblewrap to neutralise whatever the command creates there.
+/// The sandbox cannot be enforced here: refuse with `require`, else run the
+/// command without it, loudly.
+fn unavailable(policy: &Policy, style: Style, cause: &str) -> Result<Infallible> {
+    if policy.require {
+        bail!("cannot sandbox the command: {cause}; refusing to run it because `require` is set");
+    }
+    banner::not_sandboxed(
+        style,
+        &format!(
+            "{cause}; running the command without a sandbox (set require = true to refuse instead)"
+        ),
+    );
+    crate::exec::exec_unsandboxed(&policy.command)
+}
+
+/// Execute a sandbox plan. On Linux sbx stays as the parent of bubblewrap: to
+/// tell a sandbox that could not start from a command that failed, and to
+/// neutralise "runs later" paths that did not exist (so could not be mounted
+/// read-only) if the command creates them.
 #[cfg(target_os = "linux")]
-fn run_plan(plan: &Plan, policy: &Policy, style: Style) -> Result<Infallible> {
+fn run_plan(plan: &Plan, policy: &Policy, style: Style, shell_command: bool) -> Result<Infallible> {
     let mut watch: Vec<PathBuf> = policy
         .protected
         .iter()
         .filter(|p| p.kind == policy::Kind::Missing && !p.create)
         .map(|p| p.path.clone())
         .collect();
+    watch.sort();
     let new_git = policy.project.join(".git");
     let watch_git = policy.writable.iter().any(|w| new_git.starts_with(w))
         && std::fs::symlink_metadata(&new_git).is_err();
-    if watch.is_empty() && !watch_git {
-        return crate::exec::exec(plan);
-    }
-    watch.sort();
+    let show_banner = banner::wanted(policy.banner, shell_command);
+    let on_started = || {
+        if show_banner {
+            banner::print_active(style, &banner::summary(policy, "bwrap"));
+        }
+    };
     let warn = |text: &str| banner::warn(style, text);
-    let code = crate::exec::run_then_sweep(plan, &watch, &warn)?;
-    if watch_git {
-        crate::exec::inspect_new_git(&new_git, &warn);
+    match crate::exec::run_sandboxed(plan, &watch, &on_started, &warn)? {
+        crate::exec::Outcome::Exited(code) => {
+            if watch_git {
+                crate::exec::inspect_new_git(&new_git, &warn);
+            }
+            std::process::exit(i32::from(code))
+        }
+        crate::exec::Outcome::NotStarted(cause, detail) => {
+            let detail = if detail.is_empty() {
+                String::new()
+            } else {
+                format!(" [{detail}]")
+            };
+            unavailable(
+                policy,
+                style,
+                &format!("{}{detail} ({})", cause.what, cause.fix),
+            )
+        }
     }
-    std::process::exit(i32::from(code))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn run_plan(plan: &Plan, _policy: &Policy, _style: Style) -> Result<Infallible> {
+fn run_plan(plan: &Plan, policy: &Policy, style: Style, shell_command: bool) -> Result<Infallible> {
+    if banner::wanted(policy.banner, shell_command) {
+        banner::print_active(style, &banner::summary(policy, "seatbelt"));
+    }
     crate::exec::exec(plan)
 }
 
@@ -303,14 +326,14 @@ fn confirm_unsandboxed(policy: &Policy) -> Result<()> {
         .collect();
     write!(
         tty,
-        "sbx: run WITHOUT the sandbox: {}\nType yes to confirm: ",
+        "sbx: run WITHOUT the sandbox: {}\nRun it unsandboxed? [y/N] ",
         banner::sanitize(&shown.join(" "))
     )
     .context("writing to the terminal")?;
     let mut answer = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut tty), &mut answer)
         .context("reading the answer from the terminal")?;
-    if answer.trim() != "yes" {
+    if !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
         bail!("not confirmed; the command was not run");
     }
     Ok(())

@@ -128,6 +128,9 @@ pub struct InnerArgs {
     /// Let the command create Unix sockets.
     #[arg(long)]
     pub allow_unix_sockets: bool,
+    /// A pipe on which to report that the sandbox is up.
+    #[arg(long, value_name = "FD")]
+    pub ready_fd: Option<i32>,
     /// The command and its arguments.
     #[arg(required = true, allow_hyphen_values = true, last = true)]
     pub command: Vec<OsString>,

@@ -62,7 +62,8 @@ pub fn find_bwrap(policy: &Policy, path_var: Option<&OsStr>) -> Result<PathBuf, 
             return Ok(real);
         }
     }
-    Err("bubblewrap (bwrap) is not installed (install it: apt-get install bubblewrap, dnf install bubblewrap, or pacman -S bubblewrap)".into())
+    let cause = crate::probe::BWRAP_MISSING;
+    Err(format!("{} ({})", cause.what, cause.fix))
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -104,7 +105,8 @@ pub fn check_command(command: &[OsString], path_var: Option<&OsStr>, cwd: &Path)
     }
 }
 
-/// Replace sbx with the plan's program.
+/// Replace sbx with the plan's program (macOS; on Linux sbx stays the parent).
+#[cfg_attr(target_os = "linux", allow(dead_code))]
 pub fn exec(plan: &Plan) -> Result<Infallible> {
     let err = prepare(plan)?.exec();
     Err(err).with_context(|| format!("cannot execute {}", plan.program.display()))
@@ -142,14 +144,57 @@ fn prepare(plan: &Plan) -> Result<Command> {
     Ok(cmd)
 }
 
-/// Run the plan as a child, then neutralise any "runs later" path in `watch`
-/// (paths that did not exist, so could not be mounted read-only) that the
-/// command created: it is renamed to `NAME.sbx-blocked[-N]`, nothing is
-/// deleted, and each one is reported. Returns the exit status to report.
+/// How a sandboxed run ended.
 #[cfg(target_os = "linux")]
-pub fn run_then_sweep(plan: &Plan, watch: &[PathBuf], warn: &dyn Fn(&str)) -> Result<u8> {
+pub enum Outcome {
+    /// The sandbox was up and the command ran: its exit status.
+    Exited(u8),
+    /// The sandbox never came up; nothing ran. The cause, from a diagnostic run.
+    NotStarted(crate::probe::Cause, String),
+}
+
+/// Run the plan as a child of sbx and wait for it, forwarding signals.
+///
+/// The inner stage writes a byte on the plan's ready descriptor once the
+/// sandbox is up; if bubblewrap exits without it, the sandbox never started
+/// and nothing ran, which is reported as [`Outcome::NotStarted`] with a cause.
+/// `on_started` runs as soon as the sandbox is up (the banner).
+///
+/// Afterwards, any "runs later" path in `watch` (paths that did not exist, so
+/// could not be mounted read-only) that the command created is renamed to
+/// `NAME.sbx-blocked[-N]`: nothing is deleted, and each one is reported.
+#[cfg(target_os = "linux")]
+pub fn run_sandboxed(
+    plan: &Plan,
+    watch: &[PathBuf],
+    on_started: &dyn Fn(),
+    warn: &dyn Fn(&str),
+) -> Result<Outcome> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use nix::sys::signal::{SigSet, Signal};
     use nix::sys::signalfd::{SfdFlags, SignalFd};
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+
+    // Placeholder descriptors first: they take fixed numbers.
+    let mut cmd = prepare(plan)?;
+    let ready_fd = plan.ready_fd.context("the plan has no ready descriptor")?;
+    let (r0, w0) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating a pipe")?;
+    // Move both ends above the ready descriptor, then put the write end on it
+    // (without close-on-exec, so bubblewrap and the inner stage inherit it).
+    let above = |fd: &OwnedFd| -> Result<OwnedFd> {
+        let raw = fcntl(fd.as_raw_fd(), FcntlArg::F_DUPFD_CLOEXEC(ready_fd + 1))
+            .context("moving a descriptor")?;
+        // SAFETY: `raw` was just returned by F_DUPFD_CLOEXEC: a new descriptor
+        // that nothing else owns.
+        #[allow(unsafe_code)]
+        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    };
+    let ready_r = above(&r0)?;
+    let ready_w = above(&w0)?;
+    drop((r0, w0));
+    nix::unistd::dup2(ready_w.as_raw_fd(), ready_fd).context("placing the ready pipe")?;
+    drop(ready_w);
 
     let mut blocked = SigSet::empty();
     for sig in [
@@ -163,18 +208,58 @@ pub fn run_then_sweep(plan: &Plan, watch: &[PathBuf], warn: &dyn Fn(&str)) -> Re
     ] {
         blocked.add(sig);
     }
-    // Placeholder descriptors first: they take fixed numbers, which must not
-    // land on the signalfd.
-    let mut cmd = prepare(plan)?;
-    // The child's mask is reset by std before exec.
+    // std resets the child's signal mask before exec.
     blocked.thread_block().context("blocking signals")?;
     let signals =
         SignalFd::with_flags(&blocked, SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
     let child = cmd
         .spawn()
-        .with_context(|| format!("cannot execute {}", plan.program.display()))?;
+        .with_context(|| format!("cannot execute {}", plan.program.display()));
+    // Our copy of the write end must go, or the pipe never reports EOF.
+    let _ = nix::unistd::close(ready_fd);
+    for &fd in &plan.empty_fds {
+        let _ = nix::unistd::close(fd);
+    }
+    let child = child?;
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let code = crate::inner::wait_forwarding(pid, &signals, false)?;
+
+    let mut started = false;
+    let mut ready = Some(ready_r);
+    let code = 'wait: loop {
+        let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+        if let Some(r) = &ready {
+            fds.push(PollFd::new(r.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e).context("waiting for the sandbox"),
+        }
+        let ready_event = fds
+            .get(1)
+            .and_then(|f| f.revents())
+            .is_some_and(|r| !r.is_empty());
+        let signal_event = fds[0].revents().is_some_and(|r| !r.is_empty());
+        if ready_event {
+            if let Some(r) = ready.take() {
+                let mut byte = [0u8; 1];
+                if matches!(nix::unistd::read(r.as_raw_fd(), &mut byte), Ok(1)) {
+                    started = true;
+                    on_started();
+                }
+            }
+        }
+        if signal_event {
+            if let Some(info) = signals.read_signal().context("reading the signalfd")? {
+                if let Some(code) = crate::supervise::on_signal(&info, pid, false)? {
+                    break 'wait code;
+                }
+            }
+        }
+    };
+    if !started {
+        let (cause, detail) = diagnose(plan);
+        return Ok(Outcome::NotStarted(cause, detail));
+    }
     for path in watch {
         if std::fs::symlink_metadata(path).is_err() {
             continue;
@@ -201,7 +286,72 @@ pub fn run_then_sweep(plan: &Plan, watch: &[PathBuf], warn: &dyn Fn(&str)) -> Re
             )),
         }
     }
-    Ok(u8::try_from(code).unwrap_or(255))
+    Ok(Outcome::Exited(u8::try_from(code).unwrap_or(255)))
+}
+
+/// Find out why a sandbox did not start: run the same bubblewrap with `true`
+/// as the command, stderr captured, for at most a few seconds.
+#[cfg(target_os = "linux")]
+pub fn diagnose(plan: &Plan) -> (crate::probe::Cause, String) {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let facts = crate::probe::Facts::read();
+    let root = nix::unistd::geteuid().is_root();
+    // The inner stage's own `--` is the first one after `__inner`.
+    let inner = plan.args.iter().position(|a| a == "__inner");
+    let sep = inner.and_then(|i| {
+        plan.args
+            .iter()
+            .skip(i)
+            .position(|a| a == "--")
+            .map(|p| p + i)
+    });
+    let Some(sep) = sep else {
+        return (crate::probe::UNKNOWN, String::new());
+    };
+    let mut args: Vec<OsString> = plan.args[..=sep].to_vec();
+    args.push("true".into());
+    let probe = Plan {
+        args,
+        ..plan.clone()
+    };
+    let spawned = prepare(&probe).and_then(|mut cmd| {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting the diagnostic run")
+    });
+    for &fd in &plan.empty_fds {
+        let _ = nix::unistd::close(fd);
+    }
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return (crate::probe::UNKNOWN, format!("{e:#}")),
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+        }
+    }
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    let detail = stderr
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    (crate::probe::diagnose(&stderr, &facts, root), detail)
 }
 
 /// A repository created inside the sandbox (`git init`) has hooks and config

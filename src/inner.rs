@@ -10,8 +10,9 @@
 //!    (the command cannot ptrace it or write its `/proc/1/mem`);
 //! 3. it closes every inherited descriptor above 2, so a socket or file that
 //!    the caller left open cannot cross the sandbox boundary;
-//! 4. it forks the command, which installs the seccomp filter on itself and
-//!    `exec`s: no process without the filter remains reachable by it;
+//! 4. it installs the seccomp filter on itself, tells the outer stage that
+//!    the sandbox is up, and forks the command, which inherits the filter:
+//!    no process in the sandbox is ever without it;
 //! 5. it stays as PID 1: reaps orphans, forwards signals sent to it, and exits
 //!    with the command's status (128+N for signal N). When it exits the kernel
 //!    kills everything left in the sandbox.
@@ -24,20 +25,27 @@ use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 
 use anyhow::{bail, Context, Result};
-use nix::sys::signal::{kill, SigSet, Signal};
+use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{execvp, ForkResult, Pid};
 
 use crate::seccomp;
 
 /// Run the second stage. Returns only on failure; on success the process exits
 /// with the command's status.
-pub fn run(command: &[OsString], opts: seccomp::Options) -> Result<Infallible> {
+///
+/// `ready_fd`, when given, is a pipe to the outer stage: one byte is written
+/// to it once every check has passed, so the outer stage can tell "the sandbox
+/// could not start" (it may then diagnose, refuse or fall back) from "the
+/// command ran and failed" (never a reason to run anything again).
+pub fn run(
+    command: &[OsString],
+    opts: seccomp::Options,
+    ready_fd: Option<i32>,
+) -> Result<Infallible> {
     check_no_capabilities()?;
     nix::sys::prctl::set_no_new_privs().context("setting PR_SET_NO_NEW_PRIVS")?;
     nix::sys::prctl::set_dumpable(false).context("setting PR_SET_DUMPABLE")?;
-    close_inherited_fds()?;
     // Build everything the child needs before forking, so the child only
     // installs the filter and execs.
     let programs = seccomp::programs(opts)?;
@@ -48,6 +56,20 @@ pub fn run(command: &[OsString], opts: seccomp::Options) -> Result<Infallible> {
     let Some(program) = argv.first().cloned() else {
         bail!("no command given to the inner stage");
     };
+    // The filter is installed here, in PID 1, and inherited by the command:
+    // no process in the sandbox is ever without it.
+    seccomp::apply(&programs)?;
+    if let Some(fd) = ready_fd {
+        // Best effort: a pasted `sbx profile` command line has no such pipe.
+        // Reopening the pipe through /proc avoids adopting a raw descriptor.
+        if let Ok(mut pipe) = std::fs::OpenOptions::new()
+            .write(true)
+            .open(format!("/proc/self/fd/{fd}"))
+        {
+            let _ = std::io::Write::write_all(&mut pipe, b"1");
+        }
+    }
+    close_inherited_fds()?;
 
     let mut blocked = SigSet::all();
     blocked.remove(Signal::SIGKILL);
@@ -64,22 +86,18 @@ pub fn run(command: &[OsString], opts: seccomp::Options) -> Result<Infallible> {
     match fork {
         ForkResult::Child => {
             drop(signals);
-            let code = exec_filtered(&program, &argv, &programs);
+            let code = exec_command(&program, &argv);
             std::process::exit(code);
         }
         ForkResult::Parent { child } => supervise(child, &signals),
     }
 }
 
-/// In the child: unblock signals, install the filter, exec. Returns the exit
-/// status to use when exec fails.
-fn exec_filtered(program: &CString, argv: &[CString], programs: &[seccompiler::BpfProgram]) -> i32 {
+/// In the child: restore the signal mask and exec (the filter is inherited).
+/// Returns the exit status to use when exec fails.
+fn exec_command(program: &CString, argv: &[CString]) -> i32 {
     if let Err(e) = SigSet::empty().thread_set_mask() {
         eprintln!("sbx: error: restoring the signal mask: {e}");
-        return 125;
-    }
-    if let Err(e) = seccomp::apply(programs) {
-        eprintln!("sbx: error: {e:#}; the command was not run");
         return 125;
     }
     let err = match execvp(program, argv) {
@@ -102,46 +120,8 @@ fn exec_filtered(program: &CString, argv: &[CString], programs: &[seccompiler::B
 /// PID 1: reap every child, forward signals sent to us, exit with the
 /// command's status.
 fn supervise(child: Pid, signals: &SignalFd) -> Result<Infallible> {
-    let code = wait_forwarding(child, signals, true)?;
+    let code = crate::supervise::wait_forwarding(child, signals, true)?;
     std::process::exit(code)
-}
-
-/// Wait for `child` while forwarding to it the signals a process sent us
-/// (the signals in `signals` must be blocked). With `reap_all`, also reap
-/// every other child (PID 1 inherits orphans). Returns the exit status to
-/// report: the child's code, or 128+N when signal N killed it.
-pub fn wait_forwarding(child: Pid, signals: &SignalFd, reap_all: bool) -> Result<i32> {
-    loop {
-        let Some(info) = signals.read_signal().context("reading the signalfd")? else {
-            continue;
-        };
-        let signo = info.ssi_signo as i32;
-        if signo == Signal::SIGCHLD as i32 {
-            let target = if reap_all { None } else { Some(child) };
-            loop {
-                match waitpid(target, Some(WaitPidFlag::WNOHANG)) {
-                    Ok(WaitStatus::Exited(pid, code)) if pid == child => return Ok(code),
-                    Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
-                        return Ok(128 + sig as i32)
-                    }
-                    Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-                    Err(e) => return Err(e).context("waiting for the command"),
-                }
-            }
-            continue;
-        }
-        // Signals a terminal sends (Ctrl-C, Ctrl-\, window size) reach the
-        // command's process group directly; forwarding them would deliver
-        // them twice. Only signals sent to us by a process are forwarded.
-        const SI_KERNEL: i32 = 0x80;
-        if info.ssi_code == SI_KERNEL {
-            continue;
-        }
-        if let Ok(sig) = Signal::try_from(signo) {
-            let _ = kill(child, sig);
-        }
-    }
 }
 
 /// Refuse to go on if any capability survived bubblewrap's `--cap-drop ALL`.

@@ -13,8 +13,11 @@ mod generate;
 mod inner;
 mod netrule;
 mod policy;
+mod probe;
 #[cfg(target_os = "linux")]
 mod seccomp;
+#[cfg(target_os = "linux")]
+mod supervise;
 
 use std::process::ExitCode;
 

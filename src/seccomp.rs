@@ -101,12 +101,7 @@ fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
     rules.insert(
         libc::SYS_ioctl,
         vec![
-            rule(vec![cond(
-                1,
-                Dword,
-                SeccompCmpOp::Eq,
-                libc::TIOCSTI,
-            )?])?,
+            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::TIOCSTI)?])?,
             rule(vec![cond(1, Dword, SeccompCmpOp::Eq, 0x541C)?])?, // TIOCLINUX
         ],
     );

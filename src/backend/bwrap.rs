@@ -152,6 +152,8 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
     if policy.unix_sockets {
         a.flags(&["--allow-unix-sockets"]);
     }
+    let ready_fd = FIRST_EMPTY_FD + a.empty_fds.len() as i32;
+    a.flags(&["--ready-fd", &ready_fd.to_string()]);
     a.flags(&["--"]);
     a.args.extend(policy.command.iter().cloned());
 
@@ -168,6 +170,7 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
         empty_fds: a.empty_fds,
         create,
         profile: None,
+        ready_fd: Some(ready_fd),
     }
 }
 
@@ -306,6 +309,8 @@ mod tests {
             "--",
             SBX,
             "__inner",
+            "--ready-fd",
+            "6",
             "--",
             "echo",
             "hi",
@@ -359,7 +364,17 @@ mod tests {
         let mut policy = test_policy(Platform::Linux);
         policy.unix_sockets = true;
         let a = args(&plan(&policy));
-        find(&a, &["__inner", "--allow-unix-sockets", "--", "echo"]);
+        find(
+            &a,
+            &[
+                "__inner",
+                "--allow-unix-sockets",
+                "--ready-fd",
+                "6",
+                "--",
+                "echo",
+            ],
+        );
     }
 
     #[test]

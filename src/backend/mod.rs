@@ -31,6 +31,9 @@ pub struct Plan {
     pub create: Vec<(PathBuf, crate::policy::Kind)>,
     /// The Seatbelt profile, when there is one (it is also in `args`).
     pub profile: Option<String>,
+    /// The descriptor on which the inner stage reports that the sandbox is
+    /// up (Linux), so a failure to start is told apart from the command's.
+    pub ready_fd: Option<i32>,
 }
 
 /// Quote one argument for a POSIX shell, only when needed.

@@ -263,6 +263,7 @@ pub fn render(policy: &Policy) -> Result<Plan> {
         env: Some(policy.env.clone()),
         empty_fds: Vec::new(),
         create: Vec::new(),
+        ready_fd: None,
         profile: Some(profile),
     })
 }

@@ -8,7 +8,10 @@ use std::path::Path;
 use crate::util::sbx_path;
 
 fn check(file: &str, args: &[&str]) {
-    let out = std::process::Command::new(sbx_path()).args(args).output().unwrap();
+    let out = std::process::Command::new(sbx_path())
+        .args(args)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "sbx {args:?} failed");
     let actual = String::from_utf8(out.stdout).unwrap();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
