@@ -19,6 +19,9 @@ _sbx() {
             sbx,__inner)
                 cmd="sbx__subcmd____inner"
                 ;;
+            sbx,__probe)
+                cmd="sbx__subcmd____probe"
+                ;;
             sbx,check)
                 cmd="sbx__subcmd__check"
                 ;;
@@ -41,7 +44,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-h -V --help --version run profile check completions man __inner"
+            opts="-h -V --help --version run profile check completions man __inner __probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -65,6 +68,20 @@ _sbx() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd____probe)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;

@@ -83,6 +83,11 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Inner(args)) => inner(args),
+        Some(Cmd::Probe {
+            write,
+            read,
+            connect,
+        }) => Ok(crate::check::probe(&write, &read, &connect)),
     }
 }
 
@@ -339,7 +344,7 @@ fn confirm_unsandboxed(policy: &Policy) -> Result<()> {
     Ok(())
 }
 
-/// `sbx check`: the backend and the effective policy.
+/// `sbx check`: the backend, the effective policy, a live self-test.
 fn check(
     flags: &PolicyArgs,
     format: FormatArg,
@@ -348,61 +353,7 @@ fn check(
 ) -> Result<ExitCode> {
     let host = gather_host(Platform::host(), env, self_exe)?;
     let policy = policy::resolve(&host, flags, Vec::new())?;
-    let backend = match policy.platform {
-        Platform::Linux => {
-            crate::exec::find_bwrap(&policy, host.var("PATH").map(|p| p.as_os_str()))
-                .map(|p| p.display().to_string())
-        }
-        Platform::Macos => {
-            if Path::new(backend::seatbelt::SANDBOX_EXEC).exists() {
-                Ok(backend::seatbelt::SANDBOX_EXEC.to_string())
-            } else {
-                Err(format!("{} is missing", backend::seatbelt::SANDBOX_EXEC))
-            }
-        }
-    };
-    let ok = backend.is_ok();
-    let origins: Vec<(String, String)> = policy
-        .origins
-        .iter()
-        .map(|(k, s)| (k.to_string(), s.to_string()))
-        .collect();
-    match format {
-        FormatArg::Json => {
-            let value = serde_json::json!({
-                "backend": backend.as_ref().ok(),
-                "backend_error": backend.as_ref().err(),
-                "project": policy.project,
-                "writable": policy.writable,
-                "network": banner::summary(&policy, ""),
-                "origins": origins.iter().map(|(k, s)| serde_json::json!({"key": k, "source": s})).collect::<Vec<_>>(),
-                "warnings": policy.warnings,
-            });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&value).unwrap_or_default()
-            );
-        }
-        FormatArg::Text => {
-            match &backend {
-                Ok(b) => println!("backend: {b}"),
-                Err(e) => println!("backend: NOT available: {e}"),
-            }
-            println!("policy:  {}", banner::summary(&policy, "sandbox"));
-            println!("project: {}", policy.project.display());
-            for (k, s) in &origins {
-                println!("  {k}: from {s}");
-            }
-            for w in &policy.warnings {
-                println!("warning: {w}");
-            }
-        }
-    }
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    crate::check::run(&policy, &host, format)
 }
 
 /// Collect the host facts resolution needs.

@@ -48,6 +48,13 @@ pub enum Cmd {
     /// Internal: the second stage, run by bubblewrap inside the sandbox as PID 1.
     #[command(name = "__inner", hide = true)]
     Inner(InnerArgs),
+    /// Internal: what `sbx check` runs inside a sandbox.
+    #[command(name = "__probe", hide = true)]
+    Probe {
+        write: PathBuf,
+        read: PathBuf,
+        connect: String,
+    },
 }
 
 /// Flags that override the configuration files.

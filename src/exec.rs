@@ -133,8 +133,8 @@ fn prepare(plan: &Plan) -> Result<Command> {
             }
         }
     }
-    for &fd in &plan.empty_fds {
-        open_empty_at(fd)?;
+    if let Some(placeholder) = &plan.placeholder {
+        ensure_placeholder(placeholder)?;
     }
     let mut cmd = Command::new(&plan.program);
     cmd.args(&plan.args);
@@ -142,6 +142,33 @@ fn prepare(plan: &Plan) -> Result<Command> {
         apply_env(&mut cmd, env);
     }
     Ok(cmd)
+}
+
+/// Run a plan with stdout captured (stdin and stderr closed), for at most
+/// `limit`; returns what it printed.
+#[cfg(target_os = "linux")]
+pub fn run_captured(plan: &Plan, limit: std::time::Duration) -> Result<String> {
+    use std::process::Stdio;
+    let spawned = prepare(plan).and_then(|mut cmd| {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot execute {}", plan.program.display()))
+    });
+    let mut child = spawned?;
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait()?.is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = child
+        .wait_with_output()
+        .context("reading the sandbox's output")?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// How a sandboxed run ended.
@@ -176,7 +203,6 @@ pub fn run_sandboxed(
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
-    // Placeholder descriptors first: they take fixed numbers.
     let mut cmd = prepare(plan)?;
     let ready_fd = plan.ready_fd.context("the plan has no ready descriptor")?;
     let (r0, w0) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating a pipe")?;
@@ -217,9 +243,6 @@ pub fn run_sandboxed(
         .with_context(|| format!("cannot execute {}", plan.program.display()));
     // Our copy of the write end must go, or the pipe never reports EOF.
     let _ = nix::unistd::close(ready_fd);
-    for &fd in &plan.empty_fds {
-        let _ = nix::unistd::close(fd);
-    }
     let child = child?;
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
 
@@ -322,9 +345,6 @@ pub fn diagnose(plan: &Plan) -> (crate::probe::Cause, String) {
             .spawn()
             .context("starting the diagnostic run")
     });
-    for &fd in &plan.empty_fds {
-        let _ = nix::unistd::close(fd);
-    }
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => return (crate::probe::UNKNOWN, format!("{e:#}")),
@@ -426,22 +446,45 @@ fn apply_env(cmd: &mut Command, env: &EnvPlan) {
     }
 }
 
-/// Open `/dev/null` at descriptor `fd`, inheritable across exec.
-fn open_empty_at(fd: i32) -> Result<()> {
-    use nix::fcntl::{fcntl, open, FcntlArg, FdFlag, OFlag};
-    use nix::sys::stat::Mode;
-    let tmp = open(
-        "/dev/null",
-        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .context("opening /dev/null")?;
-    if tmp != fd {
-        nix::unistd::dup2(tmp, fd)
-            .with_context(|| format!("placing /dev/null at descriptor {fd}"))?;
-        nix::unistd::close(tmp).context("closing a descriptor")?;
+/// Make sure the placeholder bound over credential files is an empty regular
+/// file with mode 000 owned by us; anything else there is replaced. Its
+/// directory is created 0700.
+fn ensure_placeholder(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+    let good = |m: &std::fs::Metadata| {
+        m.file_type().is_file()
+            && m.len() == 0
+            && m.permissions().mode() & 0o7777 == 0
+            && m.uid() == nix::unistd::geteuid().as_raw()
+    };
+    if std::fs::symlink_metadata(path).is_ok_and(|m| good(&m)) {
+        return Ok(());
     }
-    // dup2 clears close-on-exec; a descriptor opened in place still has it.
-    fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty())).context("clearing close-on-exec")?;
+    let context = || format!("preparing the credential placeholder {}", path.display());
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(context)?;
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(context),
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o000)
+        .open(path)
+        .with_context(context)?;
+    let meta = std::fs::symlink_metadata(path).with_context(context)?;
+    if !good(&meta) {
+        anyhow::bail!(
+            "{}: the credential placeholder is not an empty mode-000 file after creating it",
+            path.display()
+        );
+    }
     Ok(())
 }

@@ -3,6 +3,7 @@
 mod app;
 mod backend;
 mod banner;
+mod check;
 mod cli;
 mod config;
 mod envscan;

@@ -118,6 +118,9 @@ pub struct Policy {
     pub credentials: Vec<Credential>,
     /// `.env` files found in the project (real paths).
     pub env_files: Vec<PathBuf>,
+    /// The empty, unreadable file bound over credential files (in sbx's
+    /// cache directory, which is read-only inside if it lies in a writable root).
+    pub placeholder: PathBuf,
     pub network: Network,
     pub unix_sockets: bool,
     pub env: EnvPlan,
@@ -990,6 +993,11 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         pins,
         credentials,
         env_files,
+        placeholder: host
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| home_real.join(".cache/sbx"))
+            .join("empty"),
         network,
         unix_sockets: s.unix_sockets == UnixSockets::Allow,
         env,
@@ -1142,6 +1150,7 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
             cred(".aws", Kind::Missing),
         ],
         env_files: vec![project.join(".env"), project.join("sub/.env.local")],
+        placeholder: home.join(".cache/sbx/empty"),
         network: Network::Deny,
         unix_sockets: false,
         env: EnvPlan {

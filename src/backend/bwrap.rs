@@ -16,10 +16,10 @@
 //!    replaced (which would free the protected path below it);
 //! 5. "runs later" paths read-only (`--ro-bind P P`);
 //! 6. credential masks, last so nothing can cover them: a directory becomes an
-//!    empty, read-only tmpfs with mode 000; a file an empty, read-only file
-//!    with mode 000 whose data bubblewrap reads from a descriptor open on
-//!    `/dev/null`. Nothing is ever created on the host to serve as a mount
-//!    point: only paths that exist are masked;
+//!    empty, read-only tmpfs with mode 000; a file gets sbx's placeholder (an
+//!    empty file with mode 000 in sbx's cache directory) bound read-only over
+//!    it. Nothing is ever created on the host to serve as a mount point: only
+//!    paths that exist are masked;
 //! 7. `--cap-drop ALL`, the working directory, the environment changes, and
 //!    the inner stage with the command after `--`.
 //!
@@ -33,8 +33,8 @@ use super::Plan;
 use crate::config::FsSetting;
 use crate::policy::{Kind, Network, Policy, SystemPath};
 
-/// The first descriptor used for placeholder data.
-const FIRST_EMPTY_FD: i32 = 3;
+/// The descriptor on which the inner stage reports that the sandbox is up.
+const READY_FD: i32 = 3;
 
 /// Render the bubblewrap plan. `bwrap` is the bubblewrap to run, `sbx` the
 /// executable of the inner stage.
@@ -126,12 +126,7 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
                 a.path("--remount-ro", &path);
                 masked_dirs.push(path);
             }
-            _ => {
-                let fd = FIRST_EMPTY_FD + a.empty_fds.len() as i32;
-                a.empty_fds.push(fd);
-                a.flags(&["--perms", "000", "--ro-bind-data", &fd.to_string()]);
-                a.args.push(path.into_os_string());
-            }
+            _ => a.path2("--ro-bind", &policy.placeholder, &path),
         }
     }
 
@@ -152,8 +147,7 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
     if policy.unix_sockets {
         a.flags(&["--allow-unix-sockets"]);
     }
-    let ready_fd = FIRST_EMPTY_FD + a.empty_fds.len() as i32;
-    a.flags(&["--ready-fd", &ready_fd.to_string()]);
+    a.flags(&["--ready-fd", &READY_FD.to_string()]);
     a.flags(&["--"]);
     a.args.extend(policy.command.iter().cloned());
 
@@ -167,17 +161,16 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
         program: bwrap.to_path_buf(),
         args: a.args,
         env: None,
-        empty_fds: a.empty_fds,
+        placeholder: Some(policy.placeholder.clone()),
         create,
         profile: None,
-        ready_fd: Some(ready_fd),
+        ready_fd: Some(READY_FD),
     }
 }
 
 #[derive(Default)]
 struct Args {
     args: Vec<OsString>,
-    empty_fds: Vec<i32>,
 }
 
 impl Args {
@@ -282,20 +275,14 @@ mod tests {
             "/home/t/.ssh",
             "--remount-ro",
             "/home/t/.ssh",
-            "--perms",
-            "000",
-            "--ro-bind-data",
-            "3",
+            "--ro-bind",
+            "/home/t/.cache/sbx/empty",
             "/home/t/.netrc",
-            "--perms",
-            "000",
-            "--ro-bind-data",
-            "4",
+            "--ro-bind",
+            "/home/t/.cache/sbx/empty",
             "/home/t/proj/.env",
-            "--perms",
-            "000",
-            "--ro-bind-data",
-            "5",
+            "--ro-bind",
+            "/home/t/.cache/sbx/empty",
             "/home/t/proj/sub/.env.local",
             "--cap-drop",
             "ALL",
@@ -310,14 +297,17 @@ mod tests {
             SBX,
             "__inner",
             "--ready-fd",
-            "6",
+            "3",
             "--",
             "echo",
             "hi",
         ];
         assert_eq!(args(&p), expected);
         assert_eq!(p.program, PathBuf::from(BWRAP));
-        assert_eq!(p.empty_fds, vec![3, 4, 5]);
+        assert_eq!(
+            p.placeholder,
+            Some(PathBuf::from("/home/t/.cache/sbx/empty"))
+        );
         assert_eq!(
             p.create,
             vec![(PathBuf::from("/home/t/proj/.git/hooks"), Kind::Dir)]
@@ -334,7 +324,7 @@ mod tests {
         let pin = find(&a, &["--bind", "/home/t/proj/.git", "/home/t/proj/.git"]);
         let hooks = find(&a, &["--ro-bind", "/home/t/proj/.git/hooks"]);
         let mask = find(&a, &["--tmpfs", "/home/t/.ssh"]);
-        let env_mask = find(&a, &["4", "/home/t/proj/.env"]);
+        let env_mask = find(&a, &["/home/t/.cache/sbx/empty", "/home/t/proj/.env"]);
         let inner = find(&a, &["--", SBX, "__inner"]);
         assert!(base < writable && writable < pin && pin < hooks && hooks < mask);
         assert!(mask < env_mask && env_mask < inner);
@@ -370,7 +360,7 @@ mod tests {
                 "__inner",
                 "--allow-unix-sockets",
                 "--ready-fd",
-                "6",
+                "3",
                 "--",
                 "echo",
             ],
@@ -401,7 +391,10 @@ mod tests {
         find(&a, &["--tmpfs", "/tmp"]);
         // Credentials outside what is visible need no mask; .env files inside do.
         assert!(!a.iter().any(|x| x == "/home/t/.ssh"), "{a:?}");
-        find(&a, &["--ro-bind-data", "3", "/home/t/proj/.env"]);
+        find(
+            &a,
+            &["--ro-bind", "/home/t/.cache/sbx/empty", "/home/t/proj/.env"],
+        );
         golden("bwrap-read-only.txt", &p.to_shell_text());
     }
 

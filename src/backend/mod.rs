@@ -23,9 +23,9 @@ pub struct Plan {
     /// Environment changes the executor applies itself; `None` when the
     /// arguments already carry them (bubblewrap's `--setenv`/`--unsetenv`).
     pub env: Option<EnvPlan>,
-    /// Descriptors that must be open on an empty file (`/dev/null`) when the
-    /// program starts: bubblewrap reads its unreadable placeholders from them.
-    pub empty_fds: Vec<i32>,
+    /// The empty, unreadable file that masks credential files (bound
+    /// read-only over each one); made sure of before the run.
+    pub placeholder: Option<PathBuf>,
     /// Missing "runs later" paths to create (empty) before the run so they can be
     /// made read-only; the kind tells a directory from a file.
     pub create: Vec<(PathBuf, crate::policy::Kind)>,
@@ -51,20 +51,16 @@ pub fn shell_quote(arg: &str) -> String {
 
 impl Plan {
     /// The plan as a command line that can be pasted into a shell: one
-    /// argument per line, each shell-quoted, and the empty descriptors as
-    /// redirections from `/dev/null` at the end.
+    /// argument per line, each shell-quoted.
     pub fn to_shell_text(&self) -> String {
         let mut lines = vec![shell_quote(&self.program.to_string_lossy())];
         lines.extend(self.args.iter().map(|a| shell_quote(&a.to_string_lossy())));
         let mut text = lines.join(" \\\n  ");
-        for fd in &self.empty_fds {
-            text.push_str(&format!(" {fd}</dev/null"));
-        }
         text.push('\n');
         text
     }
 
-    /// The plan as JSON: `{program, args, env, profile, empty_fds}`.
+    /// The plan as JSON: `{program, args, env, profile}`.
     pub fn to_json(&self) -> String {
         let env = self.env.as_ref().map(|e| {
             serde_json::json!({
@@ -78,7 +74,6 @@ impl Plan {
             "args": self.args.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
             "env": env,
             "profile": self.profile,
-            "empty_fds": self.empty_fds,
         });
         let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
         text.push('\n');

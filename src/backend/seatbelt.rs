@@ -261,7 +261,7 @@ pub fn render(policy: &Policy) -> Result<Plan> {
         program: SANDBOX_EXEC.into(),
         args,
         env: Some(policy.env.clone()),
-        empty_fds: Vec::new(),
+        placeholder: None,
         create: Vec::new(),
         ready_fd: None,
         profile: Some(profile),

@@ -78,6 +78,7 @@ fn policy_for(home: &str, project: &str) -> Policy {
         pins: vec![project.join(".git")],
         credentials,
         env_files: Vec::new(),
+        placeholder: PathBuf::from("/Users/t/.cache/sbx/empty"),
         network: Network::Deny,
         unix_sockets: false,
         env: EnvPlan {
@@ -612,7 +613,7 @@ fn default_profile() {
     let (forms, argv) = check(&p, true);
     assert_eq!(argv.command, vec!["/bin/echo", "hi"]);
     assert_eq!(p.env, Some(default_policy().env));
-    assert!(p.empty_fds.is_empty() && p.create.is_empty());
+    assert!(p.placeholder.is_none() && p.create.is_empty());
     let params = &argv.params;
 
     // Writable roots, by value.

@@ -98,11 +98,8 @@ fn unknown_flag_exits_125_with_message_on_stderr_only() {
 fn unknown_flag_of_run_before_the_separator_is_a_usage_error() {
     let world = World::new();
     let marker = world.project.join("MARKER");
-    // BUG: `sbx run --bogus -- CMD` exits 127 with "sbx: error: --bogus: command
-    // not found" instead of a usage error (125): `RunArgs::command` has
-    // `allow_hyphen_values = true`, so clap takes the unknown flag as the
-    // command itself. A typo in a policy flag (`--read-onyl`) is reported as a
-    // missing command. Nothing runs, but the exit status and message are wrong.
+    // Regression: an unknown flag once became the command (exit 127); a typo
+    // in a policy flag (`--read-onyl`) must be a usage error (125).
     world
         .sbx()
         .args(["run", "--bogus", "--", "sh", "-c"])

@@ -1,0 +1,315 @@
+//! `sbx check`: the backend, the effective policy with where each value came
+//! from, and a live self-test that runs a real sandbox and judges it from the
+//! host: did a file appear outside the writable roots, did a planted secret
+//! come back, did a listener on the host's loopback receive a connection.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::banner;
+use crate::cli::FormatArg;
+use crate::config::FsSetting;
+use crate::policy::{Host, Network, Platform, Policy};
+
+/// What one self-test found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The policy forbids it and the sandbox stopped it.
+    Enforced,
+    /// The policy forbids it and it happened anyway.
+    NotEnforced,
+    /// The policy allows it (e.g. `network = "allow"`).
+    Allowed,
+    /// Not tested, and why.
+    Skipped(String),
+}
+
+impl Verdict {
+    fn text(&self) -> String {
+        match self {
+            Verdict::Enforced => "enforced".into(),
+            Verdict::NotEnforced => "NOT enforced".into(),
+            Verdict::Allowed => "allowed by the policy".into(),
+            Verdict::Skipped(why) => format!("not tested ({why})"),
+        }
+    }
+    fn ok(&self) -> bool {
+        !matches!(self, Verdict::NotEnforced)
+    }
+}
+
+/// Run `sbx check`.
+pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> {
+    let backend = backend(policy, host);
+    let (started, tests) = match (&backend, policy.platform) {
+        (Ok(_), Platform::Linux) if policy.enabled => self_test(policy, host),
+        (Ok(_), Platform::Linux) => (Ok(()), Vec::new()),
+        (Ok(_), Platform::Macos) => (
+            Ok(()),
+            vec![(
+                "self-test",
+                Verdict::Skipped("not available on macOS yet".into()),
+            )],
+        ),
+        (Err(e), _) => (Err(e.clone()), Vec::new()),
+    };
+    let ok = backend.is_ok() && started.is_ok() && tests.iter().all(|(_, v)| v.ok());
+    let origins: Vec<(String, String)> = policy
+        .origins
+        .iter()
+        .map(|(k, s)| (k.to_string(), s.to_string()))
+        .collect();
+    match format {
+        FormatArg::Json => {
+            let value = serde_json::json!({
+                "ok": ok,
+                "backend": backend.as_ref().ok(),
+                "backend_error": backend.as_ref().err(),
+                "sandbox_error": started.as_ref().err(),
+                "enabled": policy.enabled,
+                "project": policy.project,
+                "writable": policy.writable,
+                "policy": banner::summary(policy, ""),
+                "tests": tests.iter().map(|(name, v)| serde_json::json!({"test": name, "result": v.text(), "ok": v.ok()})).collect::<Vec<_>>(),
+                "origins": origins.iter().map(|(k, s)| serde_json::json!({"key": k, "source": s})).collect::<Vec<_>>(),
+                "warnings": policy.warnings,
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            );
+        }
+        FormatArg::Text => {
+            match &backend {
+                Ok(b) => println!("backend:  {b}"),
+                Err(e) => println!("backend:  NOT available: {e}"),
+            }
+            if let Err(e) = &started {
+                if backend.is_ok() {
+                    println!("sandbox:  cannot start: {e}");
+                }
+            }
+            if !policy.enabled {
+                println!("sandbox:  disabled (`enabled = false`)");
+            }
+            println!("policy:   {}", banner::summary(policy, "sandbox"));
+            println!("project:  {}", policy.project.display());
+            for (name, verdict) in &tests {
+                println!("test:     {name}: {}", verdict.text());
+            }
+            for (k, s) in &origins {
+                println!("setting:  {k} from {s}");
+            }
+            for w in &policy.warnings {
+                println!("warning:  {w}");
+            }
+            println!(
+                "{}",
+                if ok {
+                    "result:   everything the policy asks for is enforced"
+                } else {
+                    "result:   NOT everything the policy asks for is enforced"
+                }
+            );
+        }
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The backend that would run, with its version.
+fn backend(policy: &Policy, host: &Host) -> Result<String, String> {
+    match policy.platform {
+        Platform::Linux => {
+            let path = crate::exec::find_bwrap(policy, host.var("PATH").map(|p| p.as_os_str()))?;
+            let version = std::process::Command::new(&path)
+                .arg("--version")
+                .output()
+                .ok()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default();
+            Ok(format!("{} ({version})", path.display()))
+        }
+        Platform::Macos => {
+            let exe = crate::backend::seatbelt::SANDBOX_EXEC;
+            if Path::new(exe).exists() {
+                Ok(exe.to_string())
+            } else {
+                Err(format!("{exe} is missing"))
+            }
+        }
+    }
+}
+
+/// Run a real sandbox with the effective policy plus one planted secret, and
+/// judge from the host what it could do.
+#[cfg(target_os = "linux")]
+fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static str, Verdict)>) {
+    use std::io::Read;
+    use std::net::TcpListener;
+    use std::time::{Duration, Instant};
+
+    let Some(sbx) = host.self_exe.clone() else {
+        return (Err("cannot find sbx's own executable".into()), Vec::new());
+    };
+    // A scratch directory outside every writable root, if there is one.
+    let candidates: Vec<PathBuf> = host
+        .cache_dir
+        .iter()
+        .cloned()
+        .chain([PathBuf::from("/var/tmp")])
+        .collect();
+    let scratch = candidates.iter().find_map(|dir| {
+        let path = dir.join(format!("sbx-check-{}", std::process::id()));
+        std::fs::create_dir_all(&path).ok()?;
+        let real = std::fs::canonicalize(&path).ok()?;
+        if policy.writable.iter().any(|w| real.starts_with(w)) {
+            let _ = std::fs::remove_dir_all(&path);
+            None
+        } else {
+            Some(real)
+        }
+    });
+    let Some(scratch) = scratch else {
+        return (
+            Err("no scratch directory outside the writable roots".into()),
+            Vec::new(),
+        );
+    };
+    let _cleanup = RemoveOnDrop(scratch.clone());
+    let marker = format!("sbx-check-secret-{}", std::process::id());
+    let secret = scratch.join("secret");
+    let written = scratch.join("written");
+    if std::fs::write(&secret, &marker).is_err() {
+        return (Err("cannot write the scratch directory".into()), Vec::new());
+    }
+    let listener = match TcpListener::bind("127.0.0.1:0") {
+        Ok(l) => l,
+        Err(e) => return (Err(format!("cannot listen on loopback: {e}")), Vec::new()),
+    };
+    let _ = listener.set_nonblocking(true);
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+
+    let mut probe = policy.clone();
+    probe.credentials.push(crate::policy::Credential {
+        written: secret.clone(),
+        real: Some(secret.clone()),
+        kind: crate::policy::Kind::File,
+    });
+    probe.command = vec![
+        sbx.clone().into_os_string(),
+        OsString::from("__probe"),
+        written.clone().into_os_string(),
+        secret.clone().into_os_string(),
+        OsString::from(&addr),
+    ];
+    let bwrap = match crate::exec::find_bwrap(policy, host.var("PATH").map(|p| p.as_os_str())) {
+        Ok(b) => b,
+        Err(e) => return (Err(e), Vec::new()),
+    };
+    let plan = crate::backend::bwrap::render(&probe, &bwrap, &sbx);
+    let output = crate::exec::run_captured(&plan, Duration::from_secs(10));
+    let stdout = match output {
+        Ok(out) => out,
+        Err(e) => return (Err(format!("{e:#}")), Vec::new()),
+    };
+    if !stdout.lines().any(|l| l == "started") {
+        let (cause, detail) = crate::exec::diagnose(&plan);
+        return (
+            Err(format!("{} [{detail}] ({})", cause.what, cause.fix)),
+            Vec::new(),
+        );
+    }
+
+    let mut tests = Vec::new();
+    let wrote = written.exists();
+    tests.push((
+        "write outside the writable roots",
+        match (policy.filesystem, wrote) {
+            (FsSetting::Unrestricted, _) => Verdict::Allowed,
+            (_, true) => Verdict::NotEnforced,
+            (_, false) => Verdict::Enforced,
+        },
+    ));
+    tests.push((
+        "read of a credential",
+        if stdout.contains(&marker) {
+            Verdict::NotEnforced
+        } else {
+            Verdict::Enforced
+        },
+    ));
+    // Give a connection that is on its way a moment to arrive.
+    let deadline = Instant::now() + Duration::from_millis(200);
+    let mut connected = false;
+    while Instant::now() < deadline && !connected {
+        match listener.accept() {
+            Ok((mut stream, _)) => {
+                let mut buf = [0u8; 16];
+                let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+                let _ = stream.read(&mut buf);
+                connected = true;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    tests.push((
+        "network to the host's loopback",
+        match (&policy.network, connected) {
+            (Network::Allow, _) => Verdict::Allowed,
+            (_, true) => Verdict::NotEnforced,
+            (_, false) => Verdict::Enforced,
+        },
+    ));
+    (Ok(()), tests)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn self_test(_policy: &Policy, _host: &Host) -> (Result<(), String>, Vec<(&'static str, Verdict)>) {
+    (Ok(()), Vec::new())
+}
+
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `sbx __probe WRITE READ ADDR`, run inside the self-test sandbox: try each
+/// thing and say what happened. The verdicts are taken on the host side; this
+/// output only carries what was read.
+pub fn probe(write: &Path, read: &Path, addr: &str) -> ExitCode {
+    use std::io::Write;
+    println!("started");
+    match std::fs::File::create(write) {
+        Ok(_) => println!("write: ok"),
+        Err(e) => println!("write: {e}"),
+    }
+    match std::fs::read_to_string(read) {
+        Ok(text) => println!("read: {text}"),
+        Err(e) => println!("read: {e}"),
+    }
+    let connected = addr
+        .parse()
+        .ok()
+        .and_then(|a| {
+            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(1)).ok()
+        })
+        .map(|mut s| s.write_all(b"sbx-probe").is_ok());
+    println!(
+        "connect: {}",
+        if connected.is_some() { "ok" } else { "refused" }
+    );
+    ExitCode::SUCCESS
+}
