@@ -1,0 +1,1513 @@
+//! The enforcement suite: real bubblewrap runs, each grant beside its denial.
+//!
+//! Every verdict rests on host-side evidence: does the file exist on the host
+//! afterwards, did a host listener receive a connection, is a host file or
+//! process unchanged. Exit codes alone prove nothing (a command can fail for
+//! an unrelated reason), so each refusal runs beside a positive control that
+//! shows the same kind of action works where it is allowed, and every
+//! refusal that touches a credential also checks that the planted secret text
+//! appears in neither stdout nor stderr.
+//!
+//! Tools used inside: sh, bash, git, unshare, `/usr/bin/python3` (for raw
+//! syscalls and sockets) and `script` (for a terminal); `.ci/run` installs
+//! them. `SBX_TEST_SHOW=1` prints every sandboxed run's output, to see why
+//! a check holds.
+
+use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read};
+use std::net::TcpListener;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::require_sandbox;
+use crate::util::{self, World, SECRET};
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+/// `sbx run -- sh -c SCRIPT` in the project, stdin closed.
+fn run_sh(world: &World, script: &str) -> Output {
+    run_sh_with(world, script, &[])
+}
+
+/// The same, with extra variables in sbx's environment.
+fn run_sh_with(world: &World, script: &str, env: &[(&str, &str)]) -> Output {
+    run(world, &["sh", "-c", script], env)
+}
+
+/// `sbx run -- ARGV` in the project, stdin closed.
+fn run(world: &World, argv: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = world.sbx_std();
+    cmd.arg("run").arg("--").args(argv).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    if std::env::var_os("SBX_TEST_SHOW").is_some() {
+        eprintln!("=== {argv:?}\n{}", both(&out));
+    }
+    out
+}
+
+/// `sbx run -- python3 -c CODE ARGS...`.
+fn run_py(world: &World, code: &str, args: &[&str]) -> Output {
+    let py = python();
+    let mut argv = vec![py.to_str().unwrap(), "-c", code];
+    argv.extend_from_slice(args);
+    run(world, &argv, &[])
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stdout and stderr together, for messages.
+fn both(out: &Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The planted secret must not appear anywhere in what the command printed.
+fn assert_no_secret(out: &Output) {
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains(SECRET), "the secret leaked:\n{}", both(out));
+}
+
+/// Assert a marker line printed by the command (a positive control).
+fn assert_line(out: &Output, line: &str) {
+    assert!(
+        stdout(out).lines().any(|l| l == line),
+        "expected the line {line:?}:\n{}",
+        both(out)
+    );
+}
+
+fn assert_no_line_starting(out: &Output, prefix: &str) {
+    assert!(
+        !stdout(out).lines().any(|l| l.starts_with(prefix)),
+        "unexpected line starting with {prefix:?}:\n{}",
+        both(out)
+    );
+}
+
+/// Quote for `sh`.
+fn shq(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn shq_path(p: &Path) -> String {
+    shq(p.to_str().unwrap())
+}
+
+/// A string no other test (or earlier run) uses: `BASE.<pid><n>`, usable as
+/// a `sleep` duration, so `pgrep` finds only this test's processes.
+fn unique(base: u32) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    format!("{base}.{}{n:03}", std::process::id())
+}
+
+/// How a host process's command line (arguments joined by spaces) is matched.
+#[derive(Clone, Copy)]
+enum Match<'a> {
+    /// The needle appears anywhere (bwrap's and the inner stage's command
+    /// lines contain the sandboxed command too).
+    Contains(&'a str),
+    /// The whole command line is the needle.
+    Exact(&'a str),
+    /// Both needles appear.
+    Both(&'a str, &'a str),
+}
+
+/// PIDs of host processes whose command line matches, read from `/proc` (so
+/// the suite does not depend on procps being installed).
+fn pgrep(m: Match) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw)
+            .trim_end_matches('\0')
+            .replace('\0', " ");
+        let hit = match m {
+            Match::Contains(n) => cmdline.contains(n),
+            Match::Exact(n) => cmdline == n,
+            Match::Both(a, b) => cmdline.contains(a) && cmdline.contains(b),
+        };
+        if hit {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Poll until `want(pids)` holds or `timeout` passes; the last PIDs.
+fn pgrep_until(m: Match, timeout: Duration, want: impl Fn(&[u32]) -> bool) -> Vec<u32> {
+    let start = Instant::now();
+    loop {
+        let pids = pgrep(m);
+        if want(&pids) || start.elapsed() > timeout {
+            return pids;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SIGKILL each PID (cleanup after a failed check).
+fn kill_all(pids: &[u32]) {
+    for pid in pids {
+        let _ = Command::new("sh")
+            .args(["-c", &format!("kill -9 {pid}")])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A tool the test needs. Missing: skip, or fail when CI requires the sandbox
+/// tests to run (`.ci/run` installs them).
+fn tool(candidates: &[&str]) -> Option<PathBuf> {
+    if let Some(p) = candidates.iter().map(PathBuf::from).find(|p| p.is_file()) {
+        return Some(p);
+    }
+    if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") {
+        panic!("SBX_TEST_REQUIRE_SANDBOX=1 but none of {candidates:?} is installed");
+    }
+    eprintln!("skipped: none of {candidates:?} is installed");
+    None
+}
+
+/// Where the system Python is looked for (never a pyenv shim on PATH: it
+/// needs the real HOME).
+const PYTHONS: &[&str] = &["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"];
+
+fn python() -> PathBuf {
+    tool(PYTHONS).unwrap()
+}
+
+fn have_python() -> bool {
+    tool(PYTHONS).is_some()
+}
+
+/// Files under HOME that hold the planted secret (every credential file the
+/// harness plants), as paths relative to HOME.
+fn secret_files(world: &World) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![world.home.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_file()
+                && std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains(SECRET))
+            {
+                out.push(e.path().strip_prefix(&world.home).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    assert!(
+        out.len() >= 10,
+        "the harness planted fewer secrets than expected: {out:?}"
+    );
+    out
+}
+
+/// Every entry under `root` (not following symlinks): kind, mode and content.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
+    let mut map = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            // A directory the test user cannot list (mode 000): recorded as
+            // such by its own entry.
+            map.insert(
+                dir.strip_prefix(root).unwrap().join("(unlistable)"),
+                String::new(),
+            );
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.permissions().mode();
+            let rel = path.strip_prefix(root).unwrap().to_path_buf();
+            let desc = if meta.file_type().is_symlink() {
+                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+                format!("dir {mode:o}")
+            } else {
+                match std::fs::read(&path) {
+                    Ok(body) => format!("file {mode:o} {}", String::from_utf8_lossy(&body)),
+                    Err(e) => format!("file {mode:o} (unreadable: {e})"),
+                }
+            };
+            map.insert(rel, desc);
+        }
+    }
+    map
+}
+
+/// Entries added, removed or changed between two snapshots.
+fn diff(before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (p, d) in after {
+        match before.get(p) {
+            None => out.push(format!("+ {} ({d})", p.display())),
+            Some(old) if old != d => out.push(format!("~ {} ({old} => {d})", p.display())),
+            _ => {}
+        }
+    }
+    for p in before.keys().filter(|p| !after.contains_key(*p)) {
+        out.push(format!("- {}", p.display()));
+    }
+    out
+}
+
+/// A loopback TCP listener that never blocks the test.
+fn tcp_listener() -> (TcpListener, u16) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let port = l.local_addr().unwrap().port();
+    (l, port)
+}
+
+/// What a non-blocking TCP listener received, once the sandboxed command has
+/// finished: a completed connection waits in the backlog even if never
+/// accepted, so `None` after a short grace period means nobody connected.
+fn tcp_received(l: &TcpListener) -> Option<Vec<u8>> {
+    let start = Instant::now();
+    loop {
+        match l.accept() {
+            Ok((mut s, _)) => return Some(read_all(&mut s)),
+            Err(e)
+                if e.kind() == ErrorKind::WouldBlock
+                    && start.elapsed() < Duration::from_millis(300) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+/// The same for a Unix listener.
+fn unix_received(l: &UnixListener) -> Option<Vec<u8>> {
+    let start = Instant::now();
+    loop {
+        match l.accept() {
+            Ok((mut s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut buf = Vec::new();
+                let _ = s.read_to_end(&mut buf);
+                return Some(buf);
+            }
+            Err(e)
+                if e.kind() == ErrorKind::WouldBlock
+                    && start.elapsed() < Duration::from_millis(300) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+fn read_all(s: &mut std::net::TcpStream) -> Vec<u8> {
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    buf
+}
+
+/// A Unix listener on a path.
+fn unix_listener(path: &Path) -> UnixListener {
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+/// A Unix listener in the abstract namespace of the host's network namespace.
+fn abstract_listener(name: &str) -> UnixListener {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let l = UnixListener::bind_addr(&addr).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+/// Connects to each Unix socket given (a leading `@` means abstract), sends
+/// `hi`, and prints `CONNECTED name` or `REFUSED name errno`. Also checks
+/// that a stream socketpair still works (`PAIR-OK`): the filter is narrow.
+const PY_UNIX_CONNECT: &str = r#"
+import socket, sys
+a, b = socket.socketpair()
+a.sendall(b"p")
+if b.recv(1) == b"p":
+    print("PAIR-OK")
+for name in sys.argv[1:]:
+    addr = "\0" + name[1:] if name.startswith("@") else name
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(addr)
+        s.sendall(b"hi")
+        s.close()
+        print("CONNECTED", name)
+    except OSError as e:
+        print("REFUSED", name, e.errno)
+"#;
+
+/// A `Command` for a host program with the same isolated environment as
+/// `World::sbx_std` (for wrapping sbx in `script`).
+fn host_cmd(world: &World, program: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_clear()
+        .env("HOME", &world.home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("LANG", "C.UTF-8")
+        .env("XDG_CONFIG_HOME", world.home.join(".config"))
+        .env("XDG_CACHE_HOME", world.home.join(".cache"))
+        .current_dir(&world.project);
+    cmd
+}
+
+// ---------------------------------------------------------------------------
+// What is allowed
+// ---------------------------------------------------------------------------
+
+#[test]
+fn writes_in_project_and_tmp_reach_the_host() {
+    require_sandbox!();
+    let world = World::new();
+    let tmp_file = PathBuf::from(format!("/tmp/sbx-test-{}", unique(1)));
+    let out = run_sh(
+        &world,
+        &format!(
+            "echo in-project > made.txt && mkdir -p 'sub dir' && echo nested > 'sub dir/f' && echo in-tmp > {}",
+            shq_path(&tmp_file)
+        ),
+    );
+    let tmp_body = std::fs::read_to_string(&tmp_file);
+    let _ = std::fs::remove_file(&tmp_file);
+    assert!(out.status.success(), "{}", both(&out));
+    assert_eq!(
+        std::fs::read_to_string(world.project.join("made.txt")).unwrap(),
+        "in-project\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.project.join("sub dir/f")).unwrap(),
+        "nested\n"
+    );
+    assert_eq!(tmp_body.unwrap(), "in-tmp\n");
+}
+
+#[test]
+fn project_files_are_readable() {
+    require_sandbox!();
+    let world = World::new();
+    util::write(&world.project.join("notes.txt"), "project notes 123\n");
+    world
+        .sbx()
+        .args(["run", "--", "cat", "notes.txt"])
+        .assert()
+        .success()
+        .stdout("project notes 123\n");
+}
+
+#[test]
+fn git_works_in_a_repository() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let out = run_sh_with(
+        &world,
+        "set -e
+         git status --short
+         git checkout -q -b feature
+         echo change > file.txt
+         git add file.txt
+         git commit -q -m 'from the sandbox'
+         echo DONE",
+        &[
+            ("GIT_AUTHOR_NAME", "t"),
+            ("GIT_AUTHOR_EMAIL", "t@example.invalid"),
+            ("GIT_COMMITTER_NAME", "t"),
+            ("GIT_COMMITTER_EMAIL", "t@example.invalid"),
+        ],
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "DONE");
+    // Host side: the branch and the commit exist.
+    let log = Command::new("git")
+        .args(["log", "--format=%s", "-1", "feature"])
+        .current_dir(&world.project)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&log), "from the sandbox\n", "{}", both(&log));
+    let head = Command::new("git")
+        .args(["rev-parse", "--abbrev-ref", "HEAD"])
+        .current_dir(&world.project)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&head), "feature\n");
+}
+
+#[test]
+fn exit_code_comes_back() {
+    require_sandbox!();
+    let world = World::new();
+    world
+        .sbx()
+        .args(["run", "--", "sh", "-c", "exit 7"])
+        .assert()
+        .code(7);
+}
+
+#[test]
+fn stdin_reaches_the_command() {
+    require_sandbox!();
+    let world = World::new();
+    world
+        .sbx()
+        .args(["run", "--", "cat"])
+        .write_stdin("piped input line\n")
+        .assert()
+        .success()
+        .stdout("piped input line\n");
+}
+
+#[test]
+fn project_path_with_a_space_works() {
+    require_sandbox!();
+    let world = World::new();
+    assert!(world.project.to_str().unwrap().contains(' '));
+    let out = run_sh(&world, "pwd && echo ok > 'a file with spaces.txt'");
+    assert!(out.status.success(), "{}", both(&out));
+    assert_eq!(stdout(&out), format!("{}\n", world.project.display()));
+    assert!(world.project.join("a file with spaces.txt").is_file());
+}
+
+// ---------------------------------------------------------------------------
+// Writes outside the writable roots
+// ---------------------------------------------------------------------------
+
+#[test]
+fn writes_outside_writable_roots_are_refused() {
+    require_sandbox!();
+    let world = World::new();
+    let outside = world.root.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    symlink(&outside, world.project.join("out-link")).unwrap();
+    let out = run_sh(
+        &world,
+        "echo pwn > \"$HOME/pwned-home\"
+         echo pwn > ../pwned-parent
+         echo pwn >> \"$HOME/.bashrc\"
+         echo pwn > out-link/pwned-link
+         mkdir out-link/pwned-dir
+         echo ok > control.txt",
+    );
+    assert!(!world.home.join("pwned-home").exists(), "{}", both(&out));
+    assert!(!world
+        .project
+        .parent()
+        .unwrap()
+        .join("pwned-parent")
+        .exists());
+    assert!(!outside.join("pwned-link").exists());
+    assert!(!outside.join("pwned-dir").exists());
+    assert_eq!(
+        std::fs::read_to_string(world.home.join(".bashrc")).unwrap(),
+        "# rc\n"
+    );
+    // Positive control: the same kind of write inside the project worked.
+    assert_eq!(
+        std::fs::read_to_string(world.project.join("control.txt")).unwrap(),
+        "ok\n"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Credentials
+// ---------------------------------------------------------------------------
+
+/// A script that tries to read each path and prints a marker per attempt.
+fn cat_each(paths: &[String]) -> String {
+    let mut s = String::new();
+    for p in paths {
+        s.push_str(&format!("cat {} ; echo \"attempted $?\"\n", shq(p)));
+    }
+    s
+}
+
+#[test]
+fn credentials_are_unreadable_directly() {
+    require_sandbox!();
+    let world = World::new();
+    let files = secret_files(&world);
+    let mut paths: Vec<String> = files
+        .iter()
+        .map(|f| world.home.join(f).to_str().unwrap().to_string())
+        .collect();
+    // Positive control: an ordinary file in the same home is readable.
+    paths.push(world.home.join(".bashrc").to_str().unwrap().to_string());
+    let mut script = cat_each(&paths);
+    // Listing and searching the directories must not leak either.
+    script
+        .push_str("grep -r . \"$HOME\" 2>/dev/null | grep -v '^Binary' ; ls -laR \"$HOME\" 2>&1\n");
+    let out = run_sh(&world, &script);
+    assert_no_secret(&out);
+    assert_line(&out, "# rc");
+    assert_eq!(
+        stdout(&out).matches("attempted").count(),
+        paths.len(),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn credentials_are_unreadable_through_a_project_symlink() {
+    require_sandbox!();
+    let world = World::new();
+    let files = secret_files(&world);
+    let mut paths = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let link = world.project.join(format!("link{i}"));
+        symlink(world.home.join(f), &link).unwrap();
+        paths.push(format!("link{i}"));
+        // The top directory of the credential, linked as a directory.
+        let top = f.components().next().unwrap().as_os_str();
+        let dir_link = world.project.join(format!("dirlink{i}"));
+        symlink(world.home.join(top), &dir_link).unwrap();
+        let rest = f.strip_prefix(top).unwrap();
+        if !rest.as_os_str().is_empty() {
+            paths.push(format!("dirlink{i}/{}", rest.display()));
+        }
+    }
+    symlink(world.home.join(".bashrc"), world.project.join("rc-link")).unwrap();
+    paths.push("rc-link".into());
+    let out = run_sh(
+        &world,
+        &(cat_each(&paths) + "cat link*/* dirlink*/* dirlink*/*/* 2>&1\n"),
+    );
+    assert_no_secret(&out);
+    assert_line(&out, "# rc");
+}
+
+#[test]
+fn credentials_are_unreadable_through_proc_self_root() {
+    require_sandbox!();
+    let world = World::new();
+    let files = secret_files(&world);
+    let mut paths: Vec<String> = files
+        .iter()
+        .map(|f| format!("/proc/self/root{}", world.home.join(f).display()))
+        .collect();
+    paths.push(format!(
+        "/proc/self/root{}",
+        world.home.join(".bashrc").display()
+    ));
+    // Also through PID 1's root (the inner stage's view).
+    paths.extend(
+        files
+            .iter()
+            .map(|f| format!("/proc/1/root{}", world.home.join(f).display())),
+    );
+    let out = run_sh(&world, &cat_each(&paths));
+    assert_no_secret(&out);
+    assert_line(&out, "# rc");
+}
+
+#[test]
+fn credentials_cannot_be_moved_copied_or_linked_into_the_project() {
+    require_sandbox!();
+    let world = World::new();
+    let out = run_sh(
+        &world,
+        "mv \"$HOME/.aws/credentials\" ./moved ; cat ./moved
+         mv \"$HOME/.aws\" ./aws-dir ; cat ./aws-dir/credentials
+         ln \"$HOME/.git-credentials\" ./hardlink ; cat ./hardlink
+         ln -s \"$HOME/.netrc\" ./softlink ; cat ./softlink
+         cp \"$HOME/.pypirc\" ./copied ; cat ./copied
+         cp -r \"$HOME/.ssh\" ./ssh-copy ; cat ./ssh-copy/*
+         echo ok > control.txt",
+    );
+    assert_no_secret(&out);
+    // Host side: the originals are intact and no copy in the project holds the secret.
+    assert_eq!(
+        std::fs::read_to_string(world.home.join(".aws/credentials")).unwrap(),
+        SECRET
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.home.join(".git-credentials")).unwrap(),
+        SECRET
+    );
+    // Whatever the command created, make it readable to look inside.
+    Command::new("chmod")
+        .args(["-R", "u+rwX"])
+        .arg(&world.project)
+        .status()
+        .unwrap();
+    for (path, body) in snapshot(&world.project) {
+        assert!(
+            !body.contains(SECRET),
+            "{} holds the secret",
+            path.display()
+        );
+    }
+    assert!(world.project.join("control.txt").is_file());
+}
+
+#[test]
+fn env_files_are_unreadable_but_templates_are() {
+    require_sandbox!();
+    let world = World::new();
+    let secret_envs = [".env", "sub/.env.local", "a/b/c/d/.env.production"];
+    for f in secret_envs {
+        util::write(&world.project.join(f), &format!("TOKEN={SECRET}\n"));
+    }
+    util::write(&world.project.join(".env.example"), "TOKEN=example-value\n");
+    let mut paths: Vec<String> = secret_envs.iter().map(|s| s.to_string()).collect();
+    paths.push(".env.example".into());
+    let script = cat_each(&paths)
+        + "grep -r TOKEN . 2>&1
+           echo overwritten > .env ; echo overwritten > sub/.env.local
+           mv a/b/c/d/.env.production moved ; cat moved 2>&1
+           echo ok > control.txt";
+    let out = run_sh(&world, &script);
+    assert_no_secret(&out);
+    assert_line(&out, "TOKEN=example-value");
+    // Host side: the files are unchanged, the control write worked.
+    for f in secret_envs {
+        assert_eq!(
+            std::fs::read_to_string(world.project.join(f)).unwrap(),
+            format!("TOKEN={SECRET}\n"),
+            "{f}"
+        );
+    }
+    assert!(world.project.join("control.txt").is_file());
+}
+
+#[test]
+fn symlinked_credential_dir_is_masked_at_both_spellings() {
+    require_sandbox!();
+    let world = World::new();
+    let dotfiles = world.home.join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    std::fs::rename(world.home.join(".aws"), dotfiles.join("aws")).unwrap();
+    symlink("dotfiles/aws", world.home.join(".aws")).unwrap();
+    util::write(&dotfiles.join("other.txt"), "dotfiles readable\n");
+    let out = run_sh(
+        &world,
+        &(cat_each(&[
+            world.home.join(".aws/credentials").to_str().unwrap().into(),
+            dotfiles.join("aws/credentials").to_str().unwrap().into(),
+            dotfiles.join("other.txt").to_str().unwrap().into(),
+        ]) + "ls -la \"$HOME/.aws/\" \"$HOME/dotfiles/aws/\" 2>&1"),
+    );
+    assert_no_secret(&out);
+    assert_line(&out, "dotfiles readable");
+}
+
+// ---------------------------------------------------------------------------
+// Files that run later
+// ---------------------------------------------------------------------------
+
+#[test]
+fn runs_later_files_are_read_only() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let sbx_toml = "[sandbox]\nnetwork = \"deny\"\n";
+    util::write(&world.project.join(".sbx.toml"), sbx_toml);
+    util::write(
+        &world.project.join(".git/hooks/pre-commit"),
+        "#!/bin/sh\nexit 0\n",
+    );
+    util::write(&world.project.join(".envrc"), "export A=1\n");
+    util::write(&world.project.join(".vscode/tasks.json"), "{}\n");
+    let hooks_before = snapshot(&world.project.join(".git/hooks"));
+    let vscode_before = snapshot(&world.project.join(".vscode"));
+    let config_before = std::fs::read_to_string(world.project.join(".git/config")).unwrap();
+    let out = run_sh(
+        &world,
+        "printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/pre-commit
+         printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/post-checkout
+         rm -f .git/hooks/pre-commit
+         echo '[core]' >> .git/config
+         git config core.fsmonitor ./evil.sh
+         git config core.hooksPath .githooks
+         echo 'network = \"allow\"' >> .sbx.toml
+         rm -f .sbx.toml ; mv .sbx.toml moved.toml
+         mv .git/hooks .git/hooks2
+         echo evil > .git/x ; mv .git/x .git/hooks/pre-push
+         mv .git .git2 ; mv .git/config .git/config2
+         ls -la .git/hooks2 .git2 2>&1
+         echo 'touch \"$HOME/SBX_PWN\"' >> .envrc ; rm -f .envrc
+         echo '{\"tasks\": []}' > .vscode/tasks.json ; echo x > .vscode/settings.json
+         mv .vscode .vscode2
+         echo ok > control.txt",
+    );
+    assert!(!world.project.join(".git2").exists(), "{}", both(&out));
+    assert!(!world.project.join(".git/hooks2").exists());
+    assert_eq!(
+        snapshot(&world.project.join(".git/hooks")),
+        hooks_before,
+        "{}",
+        both(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.project.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.project.join(".sbx.toml")).unwrap(),
+        sbx_toml
+    );
+    assert!(!world.project.join("moved.toml").exists());
+    assert_eq!(
+        std::fs::read_to_string(world.project.join(".envrc")).unwrap(),
+        "export A=1\n"
+    );
+    assert_eq!(snapshot(&world.project.join(".vscode")), vscode_before);
+    assert!(!world.project.join(".vscode2").exists());
+    assert!(!world.home.join("SBX_PWN").exists());
+    // Positive controls: the working tree and .git itself stay writable, so
+    // the refusals above are the protection, not a read-only project.
+    assert!(
+        world.project.join("control.txt").is_file(),
+        "{}",
+        both(&out)
+    );
+    assert!(world.project.join(".git/x").is_file(), "{}", both(&out));
+}
+
+#[test]
+fn missing_git_hooks_cannot_be_created() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    std::fs::remove_dir_all(world.project.join(".git/hooks")).unwrap();
+    let status = || {
+        let out = Command::new("git")
+            .args(["status", "--porcelain", "--ignored"])
+            .current_dir(&world.project)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", both(&out));
+        stdout(&out)
+    };
+    let before = status();
+    let out = run_sh(
+        &world,
+        "mkdir -p .git/hooks ; touch .git/hooks/pre-push
+         printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/pre-commit
+         chmod +x .git/hooks/pre-commit
+         mv .git/hooks .git/h2 ; mkdir .git/hooks/sub
+         echo ok > .git/control",
+    );
+    let hooks = world.project.join(".git/hooks");
+    if hooks.exists() {
+        let entries: Vec<_> = std::fs::read_dir(&hooks)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(
+            entries.is_empty(),
+            "hooks were created: {entries:?}\n{}",
+            both(&out)
+        );
+    }
+    assert!(!world.project.join(".git/h2").exists());
+    assert_eq!(status(), before, "the working tree changed");
+    // Positive control: .git itself is writable (git needs it).
+    assert!(
+        world.project.join(".git/control").is_file(),
+        "{}",
+        both(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Namespaces, environment, processes
+// ---------------------------------------------------------------------------
+
+#[test]
+fn nested_namespace_cannot_remount_root_writable() {
+    require_sandbox!();
+    let world = World::new();
+    let target = world.home.join("remount-pwn");
+    let out = run_sh(
+        &world,
+        &format!(
+            "export T={t}
+             unshare -rm sh -c 'mount -o remount,rw / && echo pwn > \"$T\"'; echo \"unshare=$?\"
+             unshare -rm true; echo \"plain-unshare=$?\"
+             echo ok > control.txt",
+            t = shq_path(&target)
+        ),
+    );
+    assert!(!target.exists(), "{}", both(&out));
+    assert!(stdout(&out).contains("unshare="), "{}", both(&out));
+    assert_no_line_starting(&out, "unshare=0");
+    assert_no_line_starting(&out, "plain-unshare=0");
+    assert!(
+        world.project.join("control.txt").is_file(),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn credential_env_vars_are_removed() {
+    require_sandbox!();
+    let world = World::new();
+    let out = run_sh_with(
+        &world,
+        "env",
+        &[
+            ("GITHUB_TOKEN", SECRET),
+            ("AWS_SECRET_ACCESS_KEY", SECRET),
+            ("MY_API_KEY", SECRET),
+            ("FOO", "bar"),
+        ],
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_no_secret(&out);
+    for name in ["GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY"] {
+        assert_no_line_starting(&out, &format!("{name}="));
+    }
+    assert_line(&out, "FOO=bar");
+}
+
+#[test]
+fn env_passthrough_keeps_a_named_variable() {
+    require_sandbox!();
+    let world = World::new();
+    world.user_config("[sandbox]\nenv_passthrough = [\"MY_API_KEY\"]\n");
+    let out = run_sh_with(
+        &world,
+        "env",
+        &[
+            ("MY_API_KEY", "passed-through-value"),
+            ("GITHUB_TOKEN", SECRET),
+        ],
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "MY_API_KEY=passed-through-value");
+    assert_no_secret(&out);
+}
+
+#[test]
+fn host_processes_are_invisible_and_unkillable() {
+    require_sandbox!();
+    let world = World::new();
+    let duration = unique(60);
+    let mut host = Command::new("sleep")
+        .arg(&duration)
+        .env("SBX_HOST_ONLY", SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = host.id();
+    let out = run_sh(
+        &world,
+        &format!(
+            "P={pid} D={frac}
+             # Durations are split so this script's own command line does not
+             # contain them; `case` runs in the shell, spawning nothing.
+             seen() {{
+               for f in /proc/[0-9]*/cmdline; do
+                 c=$(tr '\\0' ' ' < \"$f\"); case \"$c\" in *\"$1\"*) return 0;; esac
+               done
+               return 1
+             }}
+             ls /proc | grep -qx $P && echo VISIBLE-PROC
+             if command -v ps >/dev/null; then ps -eo pid= | tr -d ' ' | grep -qx $P && echo VISIBLE-PS; fi
+             seen \"{int}$D\" && echo VISIBLE-ARGS
+             cat /proc/$P/environ ; echo \"environ=$?\"
+             kill $P ; echo \"kill=$?\"
+             kill -9 $P ; echo \"kill9=$?\"
+             # Positive controls: the same probes work on a sandboxed process.
+             sleep 49$D & O=$!
+             ls /proc | grep -qx $O && echo OWN-PID-SEEN
+             seen \"49$D\" && echo OWN-ARGS-SEEN
+             cat /proc/$O/environ >/dev/null && echo OWN-ENVIRON-OK
+             kill $O && echo OWN-KILL-OK",
+            int = duration.split('.').next().unwrap(),
+            frac = shq(&duration[duration.find('.').unwrap()..]),
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let alive = host.try_wait().unwrap().is_none();
+    let _ = host.kill();
+    let _ = host.wait();
+    assert!(
+        alive,
+        "the host process was killed from inside:\n{}",
+        both(&out)
+    );
+    assert_no_secret(&out);
+    assert_no_line_starting(&out, "VISIBLE");
+    assert_no_line_starting(&out, "environ=0");
+    assert_no_line_starting(&out, "kill=0");
+    assert_no_line_starting(&out, "kill9=0");
+    for control in [
+        "OWN-PID-SEEN",
+        "OWN-ARGS-SEEN",
+        "OWN-ENVIRON-OK",
+        "OWN-KILL-OK",
+    ] {
+        assert_line(&out, control);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Network
+// ---------------------------------------------------------------------------
+
+fn tcp_probe_script(port: u16) -> String {
+    format!(
+        "bash -c 'echo hi-bash > /dev/tcp/127.0.0.1/{port}' && echo BASH-CONNECTED
+         {py} -c 'import socket; s = socket.create_connection((\"127.0.0.1\", {port}), timeout=2); s.sendall(b\"hi-py\"); s.close()' && echo PY-CONNECTED
+         echo RAN",
+        py = shq_path(&python())
+    )
+}
+
+#[test]
+fn host_loopback_is_unreachable() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    let world = World::new();
+    let (listener, port) = tcp_listener();
+    let out = run_sh(&world, &tcp_probe_script(port));
+    assert_line(&out, "RAN");
+    let got = tcp_received(&listener);
+    assert!(
+        got.is_none(),
+        "the host listener received {got:?}:\n{}",
+        both(&out)
+    );
+    assert_no_line_starting(&out, "BASH-CONNECTED");
+    assert_no_line_starting(&out, "PY-CONNECTED");
+}
+
+#[test]
+fn network_allow_reaches_host_loopback() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    let world = World::new();
+    world.user_config("[sandbox]\nnetwork = \"allow\"\n");
+    let (listener, port) = tcp_listener();
+    let out = run_sh(
+        &world,
+        &format!("bash -c 'echo hi-bash > /dev/tcp/127.0.0.1/{port}' && echo BASH-CONNECTED"),
+    );
+    let got = tcp_received(&listener);
+    assert_eq!(got.as_deref(), Some(&b"hi-bash\n"[..]), "{}", both(&out));
+    assert_line(&out, "BASH-CONNECTED");
+}
+
+struct UnixSockets {
+    in_project: (PathBuf, UnixListener),
+    in_tmp: (PathBuf, UnixListener),
+    abstract_name: String,
+    abstract_l: UnixListener,
+}
+
+impl UnixSockets {
+    fn new(world: &World) -> UnixSockets {
+        let p = world.project.join("sub/agent.sock");
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let lp = unix_listener(&p);
+        let t = PathBuf::from(format!("/tmp/sbx-test-{}.sock", unique(2)));
+        let lt = unix_listener(&t);
+        let name = format!("sbx-test-{}", unique(3));
+        let la = abstract_listener(&name);
+        UnixSockets {
+            in_project: (p, lp),
+            in_tmp: (t, lt),
+            abstract_name: name,
+            abstract_l: la,
+        }
+    }
+
+    fn args(&self) -> Vec<String> {
+        vec![
+            self.in_project.0.to_str().unwrap().to_string(),
+            self.in_tmp.0.to_str().unwrap().to_string(),
+            format!("@{}", self.abstract_name),
+        ]
+    }
+}
+
+impl Drop for UnixSockets {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.in_tmp.0);
+    }
+}
+
+#[test]
+fn host_unix_sockets_are_unreachable() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    let world = World::new();
+    let socks = UnixSockets::new(&world);
+    let args = socks.args();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_py(&world, PY_UNIX_CONNECT, &argv);
+    // Positive control: Python ran and a stream socketpair works.
+    assert_line(&out, "PAIR-OK");
+    assert_no_line_starting(&out, "CONNECTED");
+    for (name, l) in [
+        ("project", &socks.in_project.1),
+        ("/tmp", &socks.in_tmp.1),
+        ("abstract", &socks.abstract_l),
+    ] {
+        let got = unix_received(l);
+        assert!(
+            got.is_none(),
+            "the {name} socket received {got:?}:\n{}",
+            both(&out)
+        );
+    }
+    // The refusal is the filter's (EPERM), not a missing path.
+    for a in &args {
+        assert_line(&out, &format!("REFUSED {a} 1"));
+    }
+}
+
+/// With `unix_sockets = "allow"` path sockets connect. The abstract one stays
+/// unreachable: abstract names belong to a network namespace, and the
+/// sandbox has its own.
+#[test]
+fn unix_sockets_allow_connects_path_sockets_only() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    let world = World::new();
+    world.user_config("[sandbox]\nunix_sockets = \"allow\"\n");
+    let socks = UnixSockets::new(&world);
+    let args = socks.args();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_py(&world, PY_UNIX_CONNECT, &argv);
+    assert_line(&out, &format!("CONNECTED {}", args[0]));
+    assert_line(&out, &format!("CONNECTED {}", args[1]));
+    assert_eq!(
+        unix_received(&socks.in_project.1).as_deref(),
+        Some(&b"hi"[..]),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(
+        unix_received(&socks.in_tmp.1).as_deref(),
+        Some(&b"hi"[..]),
+        "{}",
+        both(&out)
+    );
+    // The abstract socket: the network namespace keeps it out of reach.
+    assert!(unix_received(&socks.abstract_l).is_none(), "{}", both(&out));
+    assert_no_line_starting(&out, &format!("CONNECTED {}", args[2]));
+}
+
+// ---------------------------------------------------------------------------
+// seccomp: terminal injection, io_uring, ptrace, /proc/1/mem
+// ---------------------------------------------------------------------------
+
+#[test]
+fn tiocsti_is_refused_on_a_terminal() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    let Some(script) = tool(&["/usr/bin/script", "/bin/script"]) else {
+        return;
+    };
+    let world = World::new();
+    util::write(
+        &world.project.join("inject.py"),
+        r#"import fcntl, os, termios
+print("TTY", os.isatty(0))
+fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8)
+print("WINSZ-OK")
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x")
+    print("TIOCSTI-OK")
+except OSError as e:
+    print("TIOCSTI-ERR", e.errno)
+"#,
+    );
+    // `script` gives sbx a terminal on the host side, as an interactive
+    // shell would: the ioctl targets the tty sbx itself was started on.
+    let inner = format!(
+        "{} run -- {} inject.py",
+        shq_path(&util::sbx_path()),
+        shq_path(&python())
+    );
+    let out = host_cmd(&world, &script)
+        .args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = stdout(&out).replace('\r', "");
+    assert!(
+        text.lines().any(|l| l == "TTY True"),
+        "no terminal: {}",
+        both(&out)
+    );
+    assert!(text.lines().any(|l| l == "WINSZ-OK"), "{}", both(&out));
+    assert!(
+        text.lines().any(|l| l == "TIOCSTI-ERR 1"),
+        "TIOCSTI was not refused with EPERM:\n{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn io_uring_setup_is_refused() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    let world = World::new();
+    let getpid = if cfg!(target_arch = "x86_64") {
+        39
+    } else {
+        172
+    };
+    let code = format!(
+        r#"import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print("GETPID-OK" if libc.syscall({getpid}) == os.getpid() else "GETPID-BAD")
+params = ctypes.create_string_buffer(120)
+r = libc.syscall(425, 1, params)
+print("io_uring_setup", r, ctypes.get_errno() if r < 0 else 0)
+"#
+    );
+    let out = run_py(&world, &code, &[]);
+    assert_line(&out, "GETPID-OK");
+    assert_line(&out, "io_uring_setup -1 1");
+}
+
+#[test]
+fn ptrace_of_sandboxed_processes_is_refused() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    let world = World::new();
+    let duration = unique(40);
+    let code = r#"import ctypes, os, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+p = subprocess.Popen(["sleep", sys.argv[1]])
+os.kill(p.pid, 0)
+print("SIBLING-ALIVE")
+for target in (p.pid, 1):
+    r = libc.ptrace(16, target, None, None)  # PTRACE_ATTACH
+    print("attach", "pid1" if target == 1 else "sibling", r, ctypes.get_errno() if r < 0 else 0)
+    r = libc.ptrace(0x4206, target, None, None)  # PTRACE_SEIZE
+    print("seize", "pid1" if target == 1 else "sibling", r, ctypes.get_errno() if r < 0 else 0)
+p.kill()
+"#;
+    let out = run_py(&world, code, &[&duration]);
+    assert_line(&out, "SIBLING-ALIVE");
+    for line in [
+        "attach sibling -1 1",
+        "seize sibling -1 1",
+        "attach pid1 -1 1",
+        "seize pid1 -1 1",
+    ] {
+        assert_line(&out, line);
+    }
+    // strace, when installed, as a second opinion (optional: CI lacks it).
+    if let Some(strace) = Some(PathBuf::from("/usr/bin/strace")).filter(|p| p.is_file()) {
+        let out = run_sh(
+            &world,
+            &format!(
+                "sleep {d} & {s} -p $! -e trace=none -o /dev/null & S=$!; sleep 0.5; kill $S 2>/dev/null; wait $S; echo \"strace=$?\"",
+                d = unique(41),
+                s = shq_path(&strace)
+            ),
+        );
+        assert_no_line_starting(&out, "strace=0");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"),
+            "{}",
+            both(&out)
+        );
+    }
+}
+
+#[test]
+fn proc_1_mem_is_not_writable() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    let world = World::new();
+    let code = r#"import os
+for path in ("/proc/self/mem", "/proc/1/mem"):
+    try:
+        open(path, "r+b").close()
+        print("OPEN-RW", path)
+    except OSError as e:
+        print("DENIED", path, e.errno)
+try:
+    open("/proc/1/environ", "rb").read()
+    print("READ pid1 environ")
+except OSError as e:
+    print("DENIED pid1 environ", e.errno)
+"#;
+    let out = run_py(&world, code, &[]);
+    // Positive control: opening memory for writing works on the process itself.
+    assert_line(&out, "OPEN-RW /proc/self/mem");
+    assert_no_line_starting(&out, "OPEN-RW /proc/1/mem");
+    assert!(
+        stdout(&out)
+            .lines()
+            .any(|l| l.starts_with("DENIED /proc/1/mem")),
+        "{}",
+        both(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Process lifetime
+// ---------------------------------------------------------------------------
+
+#[test]
+fn background_jobs_die_with_the_command() {
+    require_sandbox!();
+    let world = World::new();
+    let duration = unique(31);
+    let needle = format!("sleep {duration}");
+    let start = Instant::now();
+    let out = run_sh(
+        &world,
+        &format!("sleep {duration} >/dev/null 2>&1 & echo $!"),
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(
+        stdout(&out).trim().parse::<u32>().is_ok(),
+        "the job did not start: {}",
+        both(&out)
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "sbx waited for the background job"
+    );
+    let left = pgrep_until(Match::Contains(&needle), Duration::from_secs(2), |p| {
+        p.is_empty()
+    });
+    kill_all(&left);
+    assert!(
+        left.is_empty(),
+        "background job survived the sandbox: {left:?}"
+    );
+}
+
+#[test]
+fn killing_sbx_kills_the_whole_sandbox() {
+    require_sandbox!();
+    let world = World::new();
+    let duration = unique(1000);
+    let needle = format!("sleep {duration}");
+    let mut child = world
+        .sbx_std()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            &format!("sleep {duration} & sleep {duration}; wait"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the command itself runs: both `sleep` processes (the exact
+    // command line, not bwrap's or the inner stage's, which contain it too).
+    let started = pgrep_until(Match::Exact(&needle), Duration::from_secs(3), |p| {
+        p.len() >= 2
+    });
+    assert_eq!(started.len(), 2, "the sandboxed sleeps never started");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let left = pgrep_until(Match::Contains(&needle), Duration::from_secs(2), |p| {
+        p.is_empty()
+    });
+    kill_all(&left);
+    assert!(
+        left.is_empty(),
+        "sandboxed processes outlived sbx: {left:?}"
+    );
+}
+
+/// The same, with sbx killed while the sandbox is still being set up (an
+/// agent's timeout can strike at any moment).
+// BUG: a SIGKILL to sbx in the first milliseconds leaves the sandbox
+// running, orphaned (PPid 1 on the host), and the command runs to completion
+// with nobody watching. Measured by hand as root: of 24 kills 0.5-4 ms after
+// the start, 13 left a sandbox behind (not reproduced as an unprivileged
+// user on this host, so this test fails as root only). Two windows:
+// (1) sbx, now the parent of bwrap, dies before bwrap has set its own
+// PR_SET_PDEATHSIG (`--die-with-parent` takes effect only after bwrap's
+// clone): `bwrap` itself survives with PPid 1 (6 of 24);
+// (2) bwrap's sandboxed child sets its PDEATHSIG only partway through setup,
+// so when bwrap dies first the inner stage still starts as PID 1 with
+// PPid 1 (7 of 24). Before fbca568, when sbx exec'd bwrap, only (2) existed.
+// Possible fixes: PR_SET_PDEATHSIG(SIGKILL) in a pre_exec hook before
+// spawning bwrap (then check getppid()); and have the inner stage exit when
+// the outer sbx is gone (its ready-fd write fails with EPIPE, or it polls a
+// pipe end only sbx holds for POLLHUP) before it forks the command.
+#[test]
+fn killing_sbx_during_setup_kills_the_sandbox() {
+    require_sandbox!();
+    let world = World::new();
+    let mut needles = Vec::new();
+    for i in 0..32u64 {
+        let duration = unique(1001);
+        needles.push(format!("sleep {duration}"));
+        let mut child = world
+            .sbx_std()
+            .args(["run", "--", "sleep", &duration])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        if i % 2 == 0 {
+            // Kill at staggered moments after the start: sbx's own start,
+            // bubblewrap's start, its clone, the inner stage's start.
+            std::thread::sleep(Duration::from_micros(500 + 500 * (i / 2 % 8)));
+        } else {
+            // Kill once bubblewrap runs, at staggered moments of its setup.
+            let needle = needles.last().unwrap();
+            pgrep_until(
+                Match::Both(needle, "--as-pid-1"),
+                Duration::from_secs(2),
+                |p| !p.is_empty(),
+            );
+            std::thread::sleep(Duration::from_micros(250 * (i / 2 % 8)));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let left: Vec<u32> = needles
+        .iter()
+        .flat_map(|n| pgrep(Match::Contains(n)))
+        .collect();
+    kill_all(&left);
+    assert!(left.is_empty(), "sandboxes outlived a killed sbx: {left:?}");
+}
+
+// ---------------------------------------------------------------------------
+// Nothing else changes on the host
+// ---------------------------------------------------------------------------
+
+#[test]
+fn nothing_changes_on_the_host_but_allowed_writes() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    util::write(&world.project.join(".env"), &format!("K={SECRET}\n"));
+    // Missing credential paths must not be created as mount points.
+    std::fs::remove_dir_all(world.home.join(".kube")).unwrap();
+    std::fs::remove_file(world.home.join(".netrc")).unwrap();
+    // sbx's own first-run files (its cache) are written by the trusted outer
+    // stage; let a first run create them so the diff shows only the command.
+    let warmup = run_sh(&world, "true");
+    assert!(warmup.status.success(), "{}", both(&warmup));
+    let before = snapshot(&world.root);
+    let out = run_sh(
+        &world,
+        "touch \"$HOME/SBX_PWN\" ; mkdir -p \"$HOME/.config/autostart\" ; echo x >> \"$HOME/.bashrc\"
+         echo x > ../parent-pwn ; echo x > ../../root-pwn
+         echo x > \"$HOME/.ssh/id_new\" ; rm -f \"$HOME/.ssh/id_ed25519\" ; mv \"$HOME/.aws\" \"$HOME/aws2\"
+         mkdir -p \"$HOME/.kube\" ; echo x > \"$HOME/.netrc\" ; echo x > \"$HOME/.config/sbx/config.toml\"
+         printf evil > .git/hooks/pre-commit ; git config core.fsmonitor ./evil.sh ; mv .git .git2
+         echo x > .env ; rm -f .env ; echo x > .sbx.toml
+         ln \"$HOME/.pypirc\" ./k ; cat ./k
+         unshare -rm sh -c 'mount -o remount,rw / && touch \"$HOME/SBX_PWN\"'
+         mkdir -p \"$HOME/.cache/sbx\" ; echo evil > \"$HOME/.cache/sbx/planted\"
+         for f in \"$HOME\"/.cache/sbx/*; do echo evil > \"$f\"; done
+         echo allowed > allowed.txt ; mkdir -p made/dir && echo y > made/dir/f",
+    );
+    assert_no_secret(&out);
+    let after = snapshot(&world.root);
+    let changes = diff(&before, &after);
+    // What the command may leave: the files it wrote in the project. A new
+    // `.sbx.toml` in the project can only narrow the policy.
+    let allowed = [
+        "+ home/my project/allowed.txt",
+        "+ home/my project/made",
+        "+ home/my project/made/dir",
+        "+ home/my project/made/dir/f",
+        "+ home/my project/.sbx.toml",
+    ];
+    // sbx's own cache (outside every writable root) is refreshed by the
+    // trusted outer stage on each run: existing entries may change, nothing
+    // may be added, and none may hold what the command tried to write.
+    let sbx_cache = "~ home/.cache/sbx/";
+    let unexpected: Vec<&String> = changes
+        .iter()
+        .filter(|c| !allowed.iter().any(|a| c.starts_with(a)) && !c.starts_with(sbx_cache))
+        .collect();
+    for (path, body) in &after {
+        if path.starts_with("home/.cache/sbx") {
+            assert!(
+                !body.contains("evil"),
+                "the command wrote {}",
+                path.display()
+            );
+        }
+    }
+    assert!(
+        unexpected.is_empty(),
+        "unexpected host changes: {unexpected:#?}\n{}",
+        both(&out)
+    );
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.starts_with("+ home/my project/made/dir/f")),
+        "the allowed write did not happen: {changes:#?}\n{}",
+        both(&out)
+    );
+}
