@@ -199,8 +199,6 @@ pub fn run_sandboxed(
 ) -> Result<Outcome> {
     use nix::fcntl::{fcntl, FcntlArg};
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use nix::sys::signal::{SigSet, Signal};
-    use nix::sys::signalfd::{SfdFlags, SignalFd};
     use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
     let mut cmd = prepare(plan)?;
@@ -222,22 +220,6 @@ pub fn run_sandboxed(
     nix::unistd::dup2(ready_w.as_raw_fd(), ready_fd).context("placing the ready pipe")?;
     drop(ready_w);
 
-    let mut blocked = SigSet::empty();
-    for sig in [
-        Signal::SIGCHLD,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGINT,
-        Signal::SIGQUIT,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-    ] {
-        blocked.add(sig);
-    }
-    // std resets the child's signal mask before exec.
-    blocked.thread_block().context("blocking signals")?;
-    let signals =
-        SignalFd::with_flags(&blocked, SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
     let child = cmd
         .spawn()
         .with_context(|| format!("cannot execute {}", plan.program.display()));
@@ -245,10 +227,17 @@ pub fn run_sandboxed(
     let _ = nix::unistd::close(ready_fd);
     let child = child?;
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // After the spawn, so bubblewrap starts with sbx's own signal mask.
+    let (signals, mask) = crate::supervise::route_signals(false)?;
 
     let mut started = false;
     let mut ready = Some(ready_r);
+    let mut lifeline: Option<OwnedFd> = None;
     let code = 'wait: loop {
+        if let Some(code) = crate::supervise::reap(pid, false)? {
+            // Catches a child that ended before its SIGCHLD could be routed.
+            break 'wait code;
+        }
         let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
         if let Some(r) = &ready {
             fds.push(PollFd::new(r.as_fd(), PollFlags::POLLIN));
@@ -263,12 +252,15 @@ pub fn run_sandboxed(
             .is_some_and(|r| !r.is_empty());
         let signal_event = fds[0].revents().is_some_and(|r| !r.is_empty());
         if ready_event {
+            // Stop watching, but keep the read end open until bubblewrap
+            // exits: the inner stage holds the write end as its lifeline.
             if let Some(r) = ready.take() {
                 let mut byte = [0u8; 1];
                 if matches!(nix::unistd::read(r.as_raw_fd(), &mut byte), Ok(1)) {
                     started = true;
                     on_started();
                 }
+                lifeline = Some(r);
             }
         }
         if signal_event {
@@ -279,6 +271,19 @@ pub fn run_sandboxed(
             }
         }
     };
+    // The byte is written before the command starts, so once bubblewrap
+    // has exited it is in the pipe if the sandbox ever came up: never decide
+    // "not started" without this last look (a command that ran must never
+    // run again unsandboxed).
+    if let Some(r) = ready.take() {
+        let mut byte = [0u8; 1];
+        if matches!(nix::unistd::read(r.as_raw_fd(), &mut byte), Ok(1)) {
+            started = true;
+        }
+    }
+    drop(lifeline);
+    drop(signals);
+    drop(mask);
     if !started {
         let (cause, detail) = diagnose(plan);
         return Ok(Outcome::NotStarted(cause, detail));

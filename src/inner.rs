@@ -21,23 +21,27 @@
 //! filter and stays ptrace-able by the sandboxed command.
 
 use std::convert::Infallible;
-use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::FileTypeExt;
+use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use nix::sys::signal::{SigSet, Signal};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::unistd::{execvp, ForkResult, Pid};
+use nix::unistd::Pid;
 
 use crate::seccomp;
 
 /// Run the second stage. Returns only on failure; on success the process exits
 /// with the command's status.
 ///
-/// `ready_fd`, when given, is a pipe to the outer stage: one byte is written
+/// `ready_fd`, when given, is a pipe to the outer stage. One byte is written
 /// to it once every check has passed, so the outer stage can tell "the sandbox
 /// could not start" (it may then diagnose, refuse or fall back) from "the
-/// command ran and failed" (never a reason to run anything again).
+/// command ran and failed" (never a reason to run anything again). The pipe
+/// then stays open as a lifeline: when the outer sbx is gone (killed, even in
+/// the first milliseconds, before bubblewrap's `--die-with-parent` holds),
+/// the write fails or the pipe reports an error, and the sandbox ends.
 pub fn run(
     command: &[OsString],
     opts: seccomp::Options,
@@ -46,82 +50,66 @@ pub fn run(
     check_no_capabilities()?;
     nix::sys::prctl::set_no_new_privs().context("setting PR_SET_NO_NEW_PRIVS")?;
     nix::sys::prctl::set_dumpable(false).context("setting PR_SET_DUMPABLE")?;
-    // Build everything the child needs before forking, so the child only
-    // installs the filter and execs.
-    let programs = seccomp::programs(opts)?;
-    let argv = command
-        .iter()
-        .map(|a| CString::new(a.as_bytes()).context("an argument contains a NUL byte"))
-        .collect::<Result<Vec<_>>>()?;
-    let Some(program) = argv.first().cloned() else {
+    let Some((program, args)) = command.split_first() else {
         bail!("no command given to the inner stage");
     };
     // The filter is installed here, in PID 1, and inherited by the command:
     // no process in the sandbox is ever without it.
-    seccomp::apply(&programs)?;
-    if let Some(fd) = ready_fd {
-        // Best effort: a pasted `sbx profile` command line has no such pipe.
-        // Reopening the pipe through /proc avoids adopting a raw descriptor.
-        if let Ok(mut pipe) = std::fs::OpenOptions::new()
-            .write(true)
-            .open(format!("/proc/self/fd/{fd}"))
-        {
-            let _ = std::io::Write::write_all(&mut pipe, b"1");
-        }
-    }
-    close_inherited_fds()?;
+    seccomp::apply(&seccomp::programs(opts)?)?;
+    let lifeline = match ready_fd {
+        Some(fd) => report_ready(fd)?,
+        None => None,
+    };
+    close_inherited_fds(lifeline.as_ref().map(|f| f.as_raw_fd()))?;
 
-    let mut blocked = SigSet::all();
-    blocked.remove(Signal::SIGKILL);
-    blocked.remove(Signal::SIGSTOP);
-    blocked.thread_block().context("blocking signals")?;
-    let signals =
-        SignalFd::with_flags(&blocked, SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
-
-    // SAFETY: the inner stage is single-threaded (it starts no thread, and
-    // std starts none on its own), so the child of `fork` is a full copy of a
-    // single-threaded process and may run any code, allocation included.
-    #[allow(unsafe_code)]
-    let fork = unsafe { nix::unistd::fork() }.context("forking the command")?;
-    match fork {
-        ForkResult::Child => {
-            drop(signals);
-            let code = exec_command(&program, &argv);
+    // The command starts with the signal mask sbx was started with (std
+    // resets SIGPIPE, not the mask), so signals are routed only after the
+    // spawn. The filter and no_new_privs are inherited.
+    let child = match Command::new(program).args(args).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let name = program.to_string_lossy();
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                eprintln!("sbx: {name}: command not found inside the sandbox");
+                127
+            } else {
+                eprintln!("sbx: {name}: cannot execute: {e}");
+                126
+            };
             std::process::exit(code);
         }
-        ForkResult::Parent { child } => supervise(child, &signals),
-    }
-}
-
-/// In the child: restore the signal mask and exec (the filter is inherited).
-/// Returns the exit status to use when exec fails.
-fn exec_command(program: &CString, argv: &[CString]) -> i32 {
-    if let Err(e) = SigSet::empty().thread_set_mask() {
-        eprintln!("sbx: error: restoring the signal mask: {e}");
-        return 125;
-    }
-    let err = match execvp(program, argv) {
-        Ok(never) => match never {},
-        Err(e) => e,
     };
-    let name = program.to_string_lossy();
-    match err {
-        nix::errno::Errno::ENOENT => {
-            eprintln!("sbx: {name}: command not found inside the sandbox");
-            127
-        }
-        other => {
-            eprintln!("sbx: {name}: cannot execute: {}", other.desc());
-            126
-        }
-    }
+    let pid = Pid::from_raw(child.id() as i32);
+    let (signals, _mask) = crate::supervise::route_signals(true)?;
+    let code = crate::supervise::wait_forwarding(
+        pid,
+        &signals,
+        true,
+        lifeline.as_ref().map(|f| f.as_fd()),
+    )?;
+    std::process::exit(code)
 }
 
-/// PID 1: reap every child, forward signals sent to us, exit with the
-/// command's status.
-fn supervise(child: Pid, signals: &SignalFd) -> Result<Infallible> {
-    let code = crate::supervise::wait_forwarding(child, signals, true)?;
-    std::process::exit(code)
+/// Tell the outer stage the sandbox is up, and keep the pipe as a lifeline.
+/// `None` when there is no such pipe (a pasted `sbx profile` command line);
+/// exits when the outer stage is already gone.
+fn report_ready(fd: i32) -> Result<Option<std::fs::File>> {
+    // Reopening the pipe through /proc avoids adopting a raw descriptor; the
+    // new one is close-on-exec, so the command never holds it.
+    let path = format!("/proc/self/fd/{fd}");
+    let is_pipe = std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo());
+    if !is_pipe {
+        return Ok(None);
+    }
+    let mut pipe = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .context("opening the ready pipe")?;
+    if pipe.write_all(b"1").is_err() {
+        // Nobody reads: the outer sbx is gone, and so must the sandbox be.
+        std::process::exit(125);
+    }
+    Ok(Some(pipe))
 }
 
 /// Refuse to go on if any capability survived bubblewrap's `--cap-drop ALL`.
@@ -144,12 +132,12 @@ fn check_no_capabilities() -> Result<()> {
     Ok(())
 }
 
-/// Close every descriptor above 2.
-fn close_inherited_fds() -> Result<()> {
+/// Close every descriptor above 2 except `keep`.
+fn close_inherited_fds(keep: Option<i32>) -> Result<()> {
     let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
         .context("listing /proc/self/fd")?
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2)
+        .filter(|&fd| fd > 2 && Some(fd) != keep)
         .collect();
     for fd in fds {
         match nix::unistd::close(fd) {

@@ -33,8 +33,9 @@ use super::Plan;
 use crate::config::FsSetting;
 use crate::policy::{Kind, Network, Policy, SystemPath};
 
-/// The descriptor on which the inner stage reports that the sandbox is up.
-const READY_FD: i32 = 3;
+/// The descriptor on which the inner stage reports that the sandbox is up:
+/// high, so that a descriptor the caller passes down is unlikely to be there.
+const READY_FD: i32 = 100;
 
 /// Render the bubblewrap plan. `bwrap` is the bubblewrap to run, `sbx` the
 /// executable of the inner stage.
@@ -297,7 +298,7 @@ mod tests {
             SBX,
             "__inner",
             "--ready-fd",
-            "3",
+            "100",
             "--",
             "echo",
             "hi",
@@ -360,7 +361,7 @@ mod tests {
                 "__inner",
                 "--allow-unix-sockets",
                 "--ready-fd",
-                "3",
+                "100",
                 "--",
                 "echo",
             ],

@@ -1380,21 +1380,10 @@ fn killing_sbx_kills_the_whole_sandbox() {
 
 /// The same, with sbx killed while the sandbox is still being set up (an
 /// agent's timeout can strike at any moment).
-// BUG: a SIGKILL to sbx in the first milliseconds leaves the sandbox
-// running, orphaned (PPid 1 on the host), and the command runs to completion
-// with nobody watching. Measured by hand as root: of 24 kills 0.5-4 ms after
-// the start, 13 left a sandbox behind (not reproduced as an unprivileged
-// user on this host, so this test fails as root only). Two windows:
-// (1) sbx, now the parent of bwrap, dies before bwrap has set its own
-// PR_SET_PDEATHSIG (`--die-with-parent` takes effect only after bwrap's
-// clone): `bwrap` itself survives with PPid 1 (6 of 24);
-// (2) bwrap's sandboxed child sets its PDEATHSIG only partway through setup,
-// so when bwrap dies first the inner stage still starts as PID 1 with
-// PPid 1 (7 of 24). Before fbca568, when sbx exec'd bwrap, only (2) existed.
-// Possible fixes: PR_SET_PDEATHSIG(SIGKILL) in a pre_exec hook before
-// spawning bwrap (then check getppid()); and have the inner stage exit when
-// the outer sbx is gone (its ready-fd write fails with EPIPE, or it polls a
-// pipe end only sbx holds for POLLHUP) before it forks the command.
+// Regression: a SIGKILL to sbx in its first milliseconds once left the
+// sandbox running, orphaned: sbx died before bubblewrap's `--die-with-parent`
+// held, or bubblewrap died before its child's did. The inner stage now holds
+// a pipe to sbx as a lifeline and ends the sandbox when sbx is gone.
 #[test]
 fn killing_sbx_during_setup_kills_the_sandbox() {
     require_sandbox!();
