@@ -819,8 +819,9 @@ fn project_deny_read_is_honoured() {
     let args = profile_args(&world, &[]);
     let secret_text = secret.display().to_string();
     assert!(
-        args.windows(3)
-            .any(|w| w[0] == "--ro-bind" && w[1].ends_with("/.cache/sbx/empty") && w[2] == secret_text),
+        args.windows(3).any(|w| w[0] == "--ro-bind"
+            && w[1].ends_with("/.cache/sbx/empty")
+            && w[2] == secret_text),
         "secret.txt is not masked by an unreadable placeholder: {args:?}"
     );
     assert!(check_warnings(&world).is_empty());
