@@ -1500,3 +1500,140 @@ fn nothing_changes_on_the_host_but_allowed_writes() {
         both(&out)
     );
 }
+
+// ---------------------------------------------------------------------------
+// More of the seccomp filter, and descriptors the caller passes down
+// ---------------------------------------------------------------------------
+
+/// Every syscall of the filter's unconditional list answers EPERM (clone3
+/// ENOSYS), while an ordinary syscall still works (the control).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn kernel_interfaces_are_refused() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    let world = World::new();
+    // x86_64 numbers; arguments are harmless if a call were allowed.
+    let code = r#"import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print("GETPID-OK" if libc.syscall(39) == os.getpid() else "GETPID-BAD")
+calls = {
+    "keyctl": (250, 0, 0, 0, 0),
+    "add_key": (248, 0, 0, 0, 0, 0),
+    "request_key": (249, 0, 0, 0, 0),
+    "bpf": (321, 0, 0, 0),
+    "perf_event_open": (298, 0, 0, -1, -1, 0),
+    "userfaultfd": (323, 0),
+    "process_vm_readv": (310, 1, 0, 0, 0, 0, 0),
+    "mount": (165, 0, 0, 0, 0, 0),
+    "umount2": (166, 0, 0),
+    "pivot_root": (155, 0, 0),
+    "open_tree": (428, -1, 0, 0),
+    "fsopen": (430, 0, 0),
+    "setns": (308, -1, 0),
+    "unshare-user": (272, 0x10000000),
+    "unshare-mount": (272, 0x00020000),
+    "clone-newuser": (56, 0x10000000 | 17, 0, 0, 0, 0),
+    "clone3": (435, 0, 0),
+    "socket-vsock": (41, 40, 1, 0),
+    "socketpair-unix-dgram": (53, 1, 2, 0, 0),
+}
+for name, args in calls.items():
+    r = libc.syscall(*[ctypes.c_long(a) for a in args])
+    print(name, r, ctypes.get_errno() if r < 0 else 0)
+"#;
+    let out = run_py(&world, code, &[]);
+    assert_line(&out, "GETPID-OK");
+    for name in [
+        "keyctl",
+        "add_key",
+        "request_key",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "process_vm_readv",
+        "mount",
+        "umount2",
+        "pivot_root",
+        "open_tree",
+        "fsopen",
+        "setns",
+        "unshare-user",
+        "unshare-mount",
+        "clone-newuser",
+        "socket-vsock",
+        "socketpair-unix-dgram",
+    ] {
+        assert_line(&out, &format!("{name} -1 1"));
+    }
+    assert_line(&out, "clone3 -1 38");
+}
+
+/// A descriptor the caller leaves open (here a connected Unix socket to a
+/// host listener, passed as an inherited fd) does not reach the command:
+/// every descriptor above 2 is closed before it starts. The control runs
+/// the same child without sbx and the bytes do arrive.
+#[test]
+fn inherited_descriptors_do_not_reach_the_command() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    let world = World::new();
+    let sock_dir = world.root.join("sock");
+    std::fs::create_dir_all(&sock_dir).unwrap();
+    let py = python();
+    let child_code =
+        "import socket,sys; socket.socket(fileno=int(sys.argv[1])).send(b'LEAK'); print('sent')";
+    let parent_code = r#"import socket, subprocess, sys
+path, use_sbx, sbx, py, child = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], sys.argv[5]
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+fd = s.fileno()
+argv = [py, "-c", child, str(fd)]
+if use_sbx:
+    argv = [sbx, "run", "--"] + argv
+r = subprocess.run(argv, pass_fds=[fd], capture_output=True, text=True)
+print("child-exit", r.returncode)
+print(r.stdout, r.stderr)
+"#;
+    for use_sbx in [false, true] {
+        let path = sock_dir.join(if use_sbx { "sbx.sock" } else { "plain.sock" });
+        let listener = unix_listener(&path);
+        // The parent script runs directly (not sandboxed), in the world's env.
+        let env_source = world.sbx_std();
+        let out = Command::new(&py)
+            .arg("-c")
+            .arg(parent_code)
+            .arg(&path)
+            .arg(if use_sbx { "1" } else { "0" })
+            .arg(util::sbx_path())
+            .arg(&py)
+            .arg(child_code)
+            .env_clear()
+            .envs(
+                env_source
+                    .get_envs()
+                    .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+            )
+            .current_dir(&world.project)
+            .output()
+            .unwrap();
+        let received = unix_received(&listener).unwrap_or_default();
+        let text = both(&out);
+        if use_sbx {
+            assert!(
+                !received.windows(4).any(|w| w == b"LEAK"),
+                "the inherited socket reached the sandbox: {text}"
+            );
+            assert!(!text.contains("\nsent"), "{text}");
+        } else {
+            assert!(
+                received.windows(4).any(|w| w == b"LEAK"),
+                "control: the socket should carry bytes without sbx: {text}"
+            );
+        }
+    }
+}
