@@ -16,6 +16,9 @@ _sbx() {
             ",$1")
                 cmd="sbx"
                 ;;
+            sbx,__filter)
+                cmd="sbx__subcmd____filter"
+                ;;
             sbx,__inner)
                 cmd="sbx__subcmd____inner"
                 ;;
@@ -44,7 +47,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-h -V --help --version run profile check completions man __inner __probe"
+            opts="-h -V --help --version run profile check completions man __inner __filter __probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -57,14 +60,32 @@ _sbx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        sbx__subcmd____filter)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         sbx__subcmd____inner)
-            opts="-h --allow-unix-sockets --ready-fd --help"
+            opts="-h --allow-unix-sockets --ready-fd --proxy-socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --ready-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --proxy-socket)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

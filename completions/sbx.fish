@@ -32,6 +32,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "check" -d 'Diagnose the bac
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a completion script for a shell'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "man" -d 'Print the man page (roff)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__inner" -d 'Internal: the second stage, run by bubblewrap inside the sandbox as PID 1'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "__filter" -d 'Internal: add the Unix-socket filter, then exec the command'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__probe" -d 'Internal: what `sbx check` runs inside a sandbox'
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l config -d 'Read this configuration file (trusted like the user file) [env: SBX_CONFIG]' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l network -d 'Network mode' -r -f -a "deny\t''
@@ -79,6 +80,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand check" -s h -l help -d 'Print he
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand man" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l ready-fd -d 'A pipe on which to report that the sandbox is up' -r
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l proxy-socket -d 'Relay 127.0.0.1:3128 inside the sandbox to this proxy socket' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l allow-unix-sockets -d 'Let the command create Unix sockets'
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand __filter" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __probe" -s h -l help -d 'Print help'

@@ -83,6 +83,7 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Inner(args)) => inner(args),
+        Some(Cmd::Filter { command }) => filter(&command),
         Some(Cmd::Probe {
             write,
             read,
@@ -96,7 +97,39 @@ fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
     let opts = crate::seccomp::Options {
         allow_unix_sockets: args.allow_unix_sockets,
     };
-    crate::inner::run(&args.command, opts, args.ready_fd).map(|never| match never {})
+    crate::inner::run(
+        &args.command,
+        opts,
+        args.ready_fd,
+        args.proxy_socket.as_deref(),
+    )
+    .map(|never| match never {})
+}
+
+/// `sbx __filter -- CMD`: in allowlist mode PID 1 keeps Unix sockets (to
+/// reach the proxy), so the command gets the Unix-socket rule from here.
+#[cfg(target_os = "linux")]
+fn filter(command: &[OsString]) -> Result<ExitCode> {
+    use std::os::unix::process::CommandExt;
+    crate::seccomp::apply(&[crate::seccomp::unix_socket_program()?])?;
+    let Some((program, args)) = command.split_first() else {
+        bail!("no command given");
+    };
+    let err = std::process::Command::new(program).args(args).exec();
+    let name = program.to_string_lossy();
+    let code = if err.kind() == std::io::ErrorKind::NotFound {
+        eprintln!("sbx: {name}: command not found inside the sandbox");
+        127
+    } else {
+        eprintln!("sbx: {name}: cannot execute: {err}");
+        126
+    };
+    Ok(ExitCode::from(code))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn filter(_command: &[OsString]) -> Result<ExitCode> {
+    bail!("the inner stage exists only on Linux")
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -299,7 +332,7 @@ fn render(policy: &Policy, host: &Host, dry_run: bool) -> Result<Result<Plan, St
                 .self_exe
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("sbx"));
-            Ok(Ok(backend::bwrap::render(policy, &bwrap, &sbx)))
+            Ok(Ok(backend::bwrap::render(policy, &bwrap, &sbx, None)))
         }
         Platform::Macos => {
             let plan = backend::seatbelt::render(policy)?;

@@ -216,7 +216,7 @@ fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static
         Ok(b) => b,
         Err(e) => return (Err(e), Vec::new()),
     };
-    let plan = crate::backend::bwrap::render(&probe, &bwrap, &sbx);
+    let plan = crate::backend::bwrap::render(&probe, &bwrap, &sbx, None);
     let output = crate::exec::run_captured(&plan, Duration::from_secs(10));
     let stdout = match output {
         Ok(out) => out,

@@ -48,6 +48,13 @@ pub enum Cmd {
     /// Internal: the second stage, run by bubblewrap inside the sandbox as PID 1.
     #[command(name = "__inner", hide = true)]
     Inner(InnerArgs),
+    /// Internal: add the Unix-socket filter, then exec the command.
+    #[command(name = "__filter", hide = true)]
+    Filter {
+        /// The command and its arguments.
+        #[arg(required = true, allow_hyphen_values = true, last = true)]
+        command: Vec<OsString>,
+    },
     /// Internal: what `sbx check` runs inside a sandbox.
     #[command(name = "__probe", hide = true)]
     Probe {
@@ -138,6 +145,9 @@ pub struct InnerArgs {
     /// A pipe on which to report that the sandbox is up.
     #[arg(long, value_name = "FD")]
     pub ready_fd: Option<i32>,
+    /// Relay 127.0.0.1:3128 inside the sandbox to this proxy socket.
+    #[arg(long, value_name = "PATH")]
+    pub proxy_socket: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(required = true, allow_hyphen_values = true, last = true)]
     pub command: Vec<OsString>,

@@ -23,8 +23,11 @@
 use std::convert::Infallible;
 use std::ffi::OsString;
 use std::io::Write;
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
@@ -42,11 +45,20 @@ use crate::seccomp;
 /// then stays open as a lifeline: when the outer sbx is gone (killed, even in
 /// the first milliseconds, before bubblewrap's `--die-with-parent` holds),
 /// the write fails or the pipe reports an error, and the sandbox ends.
+///
+/// With `proxy_socket` (allowlist mode), PID 1 listens on 127.0.0.1:3128 in
+/// the sandbox's own network namespace and relays each connection to the
+/// proxy's Unix socket. PID 1 keeps Unix sockets for that; the command does
+/// not: it starts through `sbx __filter`, which adds the Unix-socket rule.
 pub fn run(
     command: &[OsString],
     opts: seccomp::Options,
     ready_fd: Option<i32>,
+    proxy_socket: Option<&Path>,
 ) -> Result<Infallible> {
+    let opts = seccomp::Options {
+        allow_unix_sockets: opts.allow_unix_sockets || proxy_socket.is_some(),
+    };
     check_no_capabilities()?;
     nix::sys::prctl::set_no_new_privs().context("setting PR_SET_NO_NEW_PRIVS")?;
     nix::sys::prctl::set_dumpable(false).context("setting PR_SET_DUMPABLE")?;
@@ -56,6 +68,13 @@ pub fn run(
     // The filter is installed here, in PID 1, and inherited by the command:
     // no process in the sandbox is ever without it.
     seccomp::apply(&seccomp::programs(opts)?)?;
+    let filter = match proxy_socket {
+        Some(socket) => {
+            start_relay(socket)?;
+            Some(std::env::current_exe().context("finding sbx inside the sandbox")?)
+        }
+        None => None,
+    };
     let lifeline = match ready_fd {
         Some(fd) => report_ready(fd)?,
         None => None,
@@ -65,7 +84,15 @@ pub fn run(
     // The command starts with the signal mask sbx was started with (std
     // resets SIGPIPE, not the mask), so signals are routed only after the
     // spawn. The filter and no_new_privs are inherited.
-    let child = match Command::new(program).args(args).spawn() {
+    let mut cmd = match &filter {
+        Some(sbx) => {
+            let mut cmd = Command::new(sbx);
+            cmd.arg("__filter").arg("--").arg(program);
+            cmd
+        }
+        None => Command::new(program),
+    };
+    let child = match cmd.args(args).spawn() {
         Ok(child) => child,
         Err(e) => {
             let name = program.to_string_lossy();
@@ -88,6 +115,41 @@ pub fn run(
         lifeline.as_ref().map(|f| f.as_fd()),
     )?;
     std::process::exit(code)
+}
+
+/// Listen on the proxy port inside the sandbox and relay every connection to
+/// the proxy's Unix socket, each on its own threads.
+fn start_relay(socket: &Path) -> Result<()> {
+    let port = crate::backend::bwrap::PROXY_PORT;
+    let listener = TcpListener::bind(("127.0.0.1", port))
+        .with_context(|| format!("listening on 127.0.0.1:{port} inside the sandbox"))?;
+    let socket = socket.to_path_buf();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(tcp) = conn else { continue };
+            let socket = socket.clone();
+            std::thread::spawn(move || relay(tcp, &socket));
+        }
+    });
+    Ok(())
+}
+
+/// Copy bytes both ways between a client and the proxy until both are done.
+fn relay(tcp: TcpStream, socket: &Path) {
+    let Ok(unix) = UnixStream::connect(socket) else {
+        return;
+    };
+    let (Ok(mut tcp_in), Ok(mut unix_out)) = (tcp.try_clone(), unix.try_clone()) else {
+        return;
+    };
+    let upstream = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut tcp_in, &mut unix_out);
+        let _ = unix_out.shutdown(std::net::Shutdown::Write);
+    });
+    let (mut unix_in, mut tcp_out) = (&unix, &tcp);
+    let _ = std::io::copy(&mut unix_in, &mut tcp_out);
+    let _ = tcp.shutdown(std::net::Shutdown::Write);
+    let _ = upstream.join();
 }
 
 /// Tell the outer stage the sandbox is up, and keep the pipe as a lifeline.

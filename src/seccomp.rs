@@ -190,6 +190,29 @@ pub fn programs(opts: Options) -> Result<Vec<BpfProgram>> {
     Ok(vec![abi_program(), enosys, eperm])
 }
 
+/// A filter with only the AF_UNIX `socket()` rule, for a command whose PID 1
+/// keeps Unix sockets to relay to the allowlist proxy.
+pub fn unix_socket_program() -> Result<BpfProgram> {
+    let mut rules = BTreeMap::new();
+    rules.insert(
+        libc::SYS_socket,
+        vec![rule(vec![cond(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Eq,
+            libc::AF_UNIX as u64,
+        )?])?],
+    );
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )
+    .context("building the seccomp filter")?;
+    filter.try_into().context("compiling the seccomp filter")
+}
+
 /// Install the filter on the calling thread. `PR_SET_NO_NEW_PRIVS` must be set.
 pub fn apply(programs: &[BpfProgram]) -> Result<()> {
     for p in programs {

@@ -37,9 +37,53 @@ use crate::policy::{Kind, Network, Policy, SystemPath};
 /// high, so that a descriptor the caller passes down is unlikely to be there.
 const READY_FD: i32 = 100;
 
+/// The port the inner stage listens on inside the sandbox's own network
+/// namespace (nothing else is there) and relays to the proxy.
+pub const PROXY_PORT: u16 = 3128;
+
+/// The allowlist proxy of one run: its Unix socket on the host (in a private
+/// directory outside every writable root) and the credential it requires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proxy {
+    pub socket: PathBuf,
+    pub token: String,
+}
+
+impl Proxy {
+    /// The proxy URL the command is given.
+    pub fn url(&self) -> String {
+        format!("http://sbx:{}@127.0.0.1:{PROXY_PORT}", self.token)
+    }
+
+    /// The variables that point proxy-aware programs at it.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let url = self.url();
+        let mut vars = Vec::new();
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+            vars.push((name.to_string(), url.clone()));
+            vars.push((name.to_ascii_lowercase(), url.clone()));
+        }
+        vars.push(("NO_PROXY".into(), String::new()));
+        vars.push(("no_proxy".into(), String::new()));
+        vars.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+        vars.push((
+            "JAVA_TOOL_OPTIONS".into(),
+            format!(
+                "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={PROXY_PORT} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={PROXY_PORT}"
+            ),
+        ));
+        vars
+    }
+}
+
 /// Render the bubblewrap plan. `bwrap` is the bubblewrap to run, `sbx` the
-/// executable of the inner stage.
-pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
+/// executable of the inner stage, `proxy` the allowlist proxy of this run
+/// (in allowlist mode; without one, allowlist mode has no network at all).
+pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) -> Plan {
+    let proxy = match policy.network {
+        Network::Allowlist(_) => proxy,
+        _ => None,
+    };
     let mut a = Args::default();
     a.flags(&["--as-pid-1", "--die-with-parent"]);
     a.flags(&[
@@ -98,6 +142,9 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
             a.path2("--ro-bind", &p.path, &p.path);
         }
     }
+    if let Some(dir) = proxy.and_then(|p| p.socket.parent()) {
+        a.path2("--ro-bind", dir, dir);
+    }
 
     // Credential masks, shallowest first; one inside an already masked
     // directory is covered by it (and could not be mounted on anyway).
@@ -142,6 +189,9 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
     for (k, v) in &policy.env.set {
         a.flags(&["--setenv", k, v]);
     }
+    for (k, v) in proxy.map(Proxy::env).unwrap_or_default() {
+        a.flags(&["--setenv", &k, &v]);
+    }
     a.flags(&["--"]);
     a.args.push(sbx.as_os_str().to_owned());
     a.flags(&["__inner"]);
@@ -149,6 +199,9 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path) -> Plan {
         a.flags(&["--allow-unix-sockets"]);
     }
     a.flags(&["--ready-fd", &READY_FD.to_string()]);
+    if let Some(p) = proxy {
+        a.path("--proxy-socket", &p.socket);
+    }
     a.flags(&["--"]);
     a.args.extend(policy.command.iter().cloned());
 
@@ -198,7 +251,7 @@ mod tests {
     const SBX: &str = "/usr/local/bin/sbx";
 
     fn plan(policy: &Policy) -> Plan {
-        render(policy, Path::new(BWRAP), Path::new(SBX))
+        render(policy, Path::new(BWRAP), Path::new(SBX), None)
     }
 
     /// Compare with `tests/golden/NAME`, or write it when `SBX_BLESS=1`.
