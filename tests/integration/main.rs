@@ -10,6 +10,8 @@ mod cli;
 // Bad configuration: exit 125, a message naming file, line and key, and the
 // command never runs.
 mod config;
+// "Never pretend": no/failing/disabled backend, --unsandboxed, `sbx check`.
+mod failmodes;
 // Committed man page and completions match what the binary generates.
 mod generated;
 // `sbx profile` for both platforms: exact output and round trips.
