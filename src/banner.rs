@@ -86,7 +86,11 @@ pub fn summary(policy: &Policy, backend: &str) -> String {
             format!("write {}", roots.join(", "))
         }
     };
-    sanitize(&format!("{backend} · {network} · {write}"))
+    let parts: Vec<&str> = [backend, network.as_str(), write.as_str()]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .collect();
+    sanitize(&parts.join(" · "))
 }
 
 /// Print the banner line for a sandbox in force.

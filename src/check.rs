@@ -56,7 +56,11 @@ pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> 
         ),
         (Err(e), _) => (Err(e.clone()), Vec::new()),
     };
-    let ok = backend.is_ok() && started.is_ok() && tests.iter().all(|(_, v)| v.ok());
+    // A disabled sandbox enforces nothing: never report it as enforced.
+    let ok = policy.enabled
+        && backend.is_ok()
+        && started.is_ok()
+        && tests.iter().all(|(_, v)| v.ok());
     let origins: Vec<(String, String)> = policy
         .origins
         .iter()
@@ -92,10 +96,11 @@ pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> 
                     println!("sandbox:  cannot start: {e}");
                 }
             }
-            if !policy.enabled {
-                println!("sandbox:  disabled (`enabled = false`)");
+            if policy.enabled {
+                println!("policy:   {}", banner::summary(policy, "sandbox"));
+            } else {
+                println!("sandbox:  disabled (`enabled = false`): commands run WITHOUT any sandbox");
             }
-            println!("policy:   {}", banner::summary(policy, "sandbox"));
             println!("project:  {}", policy.project.display());
             for (name, verdict) in &tests {
                 println!("test:     {name}: {}", verdict.text());
@@ -110,6 +115,8 @@ pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> 
                 "{}",
                 if ok {
                     "result:   everything the policy asks for is enforced"
+                } else if !policy.enabled {
+                    "result:   nothing is enforced: the sandbox is disabled"
                 } else {
                     "result:   NOT everything the policy asks for is enforced"
                 }

@@ -1012,10 +1012,8 @@ fn check_with_the_sandbox_disabled_says_so() {
     assert!(!text.contains("test:"), "no self-test runs\n{}", both(&out));
     let (_, v) = check_json(&world);
     assert_eq!(v["enabled"], false, "{v}");
-    // BUG: with the sandbox disabled, `sbx check` still ends with "result:
-    // everything the policy asks for is enforced" (and prints the policy as
-    // "network deny · write ..."), although nothing at all is enforced: it
-    // pretends. It should say that nothing is enforced.
+    // Regression: with the sandbox disabled, `sbx check` once ended with
+    // "everything the policy asks for is enforced" and exit 0.
     assert!(
         !text.contains("everything the policy asks for is enforced"),
         "sbx check claims enforcement with the sandbox disabled\n{}",

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# sbx benchmarks: what sbx adds to bubblewrap's own cost, how start-up grows
+# with the project, and how it compares with the tools people would use
+# instead. Every comparison is measured in the same run, in interleaved
+# rounds (each round runs every command a few times), and reported as
+# medians and ratios; the machine is noisy, so single runs mean little.
+#
+#   bench/bench.sh            full run; rewrites the README's Performance table
+#   bench/bench.sh --quick    smoke run for CI: every step once, no README change,
+#                             no timing assertion
+#
+# Needs hyperfine (installed from Debian's packages when missing), python3,
+# bubblewrap. Alternatives are measured only when installed: srt
+# (npm i -g @anthropic-ai/sandbox-runtime), firejail (apt-get install firejail),
+# codex (npm i -g @openai/codex); the script says which it skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+if [ $quick = 1 ]; then rounds=1; runs=2; warmup=0; else rounds=${SBX_BENCH_ROUNDS:-6}; runs=${SBX_BENCH_RUNS:-8}; warmup=2; fi
+
+if ! command -v hyperfine >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hyperfine >/dev/null
+fi
+
+cargo build --release --quiet
+# Outside /tmp and outside the checkout: /tmp is writable inside the sandbox
+# and the checkout holds the binary (sbx warns when it lies in a writable root).
+work=${SBX_BENCH_DIR:-/var/tmp/sbx-bench}
+mkdir -p "$work/bin" "$work/out"
+cp target/release/sbx "$work/bin/sbx"
+sbx="$work/bin/sbx"
+export XDG_CACHE_HOME="$work/cache"
+
+# Projects of growing size, each with a few .env files deep inside.
+make_tree() { # DIR FILES
+  local dir=$1 files=$2
+  [ -f "$dir/.done-$files" ] && return 0
+  rm -rf "$dir"; mkdir -p "$dir"
+  python3 - "$dir" "$files" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+per_dir = 30
+d = 0
+for i in range(n):
+    if i % per_dir == 0:
+        d += 1
+        sub = os.path.join(root, *[f"d{(d >> s) % 7}" for s in (0, 3, 6)], f"n{d}")
+        os.makedirs(sub, exist_ok=True)
+    open(os.path.join(sub, f"f{i}.txt"), "w").close()
+for deep in ("a/b/c/d", "svc/api/config", "x/y"):
+    os.makedirs(os.path.join(root, deep), exist_ok=True)
+    open(os.path.join(root, deep, ".env"), "w").write("SECRET=1\n")
+PY
+  (cd "$dir" && git init -q . 2>/dev/null || true)
+  touch "$dir/.done-$files"
+}
+sizes="1000 10000 100000"
+[ $quick = 1 ] && sizes="1000"
+make_tree "$work/proj-empty" 0
+for n in $sizes; do make_tree "$work/proj-$n" "$n"; done
+sleep 2 # let the trees age past the .env cache's timestamp granularity guard
+
+cd "$work/proj-empty"
+# The exact bwrap argv sbx would run (one argument per line), as one command.
+bwrap_cmd=$("$sbx" profile --platform linux -- /bin/true | sed 's/ \\$//' | tr '\n' ' ')
+bwrap_bash_cmd=$("$sbx" profile --platform linux -- /bin/bash -c true | sed 's/ \\$//' | tr '\n' ' ')
+
+round() { # NAME then pairs of (label, command)
+  local name=$1; shift
+  local args=()
+  while [ $# -gt 0 ]; do args+=(-n "$1" "$2"); shift 2; done
+  for r in $(seq 1 "$rounds"); do
+    hyperfine -N --style none --warmup "$warmup" --runs "$runs" \
+      --export-json "$work/out/$name.$r.json" "${args[@]}" >/dev/null
+  done
+}
+
+echo "== start-up: sbx run vs the same bwrap argv vs plain true"
+round startup \
+  "sbx run -- true" "$sbx run -- /bin/true" \
+  "bwrap (same argv)" "$bwrap_cmd" \
+  "true" "/bin/true"
+
+echo "== shell mode: sbx -c vs bash -c"
+round shell \
+  "sbx -c true" "$sbx -c true" \
+  "bwrap (same argv)" "$bwrap_bash_cmd" \
+  "bash -c true" "/bin/bash -c true"
+
+echo "== project size"
+size_args=("empty" "$sbx run -- /bin/true")
+for n in $sizes; do
+  size_args+=("$n files" "sh -c 'cd $work/proj-$n && exec $sbx run -- /bin/true'")
+done
+round size "${size_args[@]}"
+
+echo "== alternatives"
+alt_args=("sbx" "$sbx run -- /bin/true")
+skipped=()
+if command -v firejail >/dev/null 2>&1; then
+  alt_args+=("firejail" "firejail --quiet --noprofile --net=none --read-only=/ --read-write=$work/proj-empty /bin/true")
+else skipped+=("firejail (apt-get install firejail)"); fi
+if command -v srt >/dev/null 2>&1; then
+  printf '{"network":{"allowedDomains":[],"deniedDomains":[]},"filesystem":{"denyRead":["~/.ssh"],"allowWrite":["."],"denyWrite":[]}}' > "$work/srt.json"
+  alt_args+=("srt" "srt --settings $work/srt.json /bin/true")
+else skipped+=("srt (npm i -g @anthropic-ai/sandbox-runtime)"); fi
+if command -v codex >/dev/null 2>&1; then
+  alt_args+=("codex sandbox" "codex sandbox -- /bin/true")
+else skipped+=("codex (npm i -g @openai/codex)"); fi
+round alternatives "${alt_args[@]}"
+printf '%s\n' "${skipped[@]}" > "$work/out/skipped.txt"
+for s in "${skipped[@]}"; do echo "skipped: $s"; done
+
+echo "== peak memory"
+/usr/bin/time -f '%M' -o "$work/out/rss-run.txt" "$sbx" run -- /bin/true
+/usr/bin/time -f '%M' -o "$work/out/rss-allowlist.txt" "$sbx" run --network allowlist --allow-domain example.com -- /bin/true 2>/dev/null || true
+
+cd - >/dev/null
+python3 bench/report.py "$work/out" "$rounds" $([ $quick = 1 ] && echo --quick)
