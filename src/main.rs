@@ -15,6 +15,7 @@ mod inner;
 mod netrule;
 mod policy;
 mod probe;
+mod proxy;
 #[cfg(target_os = "linux")]
 mod seccomp;
 #[cfg(target_os = "linux")]
