@@ -663,8 +663,67 @@ pub fn expand(path: &str, home: &Path, base: &Path) -> Result<PathBuf> {
 }
 
 /// The real path of `p`, or `None` when it does not exist.
+///
+/// Like `realpath`, but every directory already resolved during this
+/// resolution is remembered: the credential list, the protected paths and the
+/// writable roots share long prefixes, and resolving each from `/` cost over
+/// 250 `readlink` calls per run. A path with `.` or `..` goes to the system's
+/// `realpath` (a `..` after a symlink must climb the physical tree).
 fn real(p: &Path) -> Option<PathBuf> {
-    std::fs::canonicalize(p).ok()
+    let plain = p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !plain {
+        return std::fs::canonicalize(p).ok();
+    }
+    REAL_MEMO.with(|memo| resolve_memo(&mut memo.borrow_mut(), p, 0))
+}
+
+thread_local! {
+    static REAL_MEMO: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<PathBuf>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Forget what [`real`] remembered (at the start of each resolution).
+fn forget_real_paths() {
+    REAL_MEMO.with(|memo| memo.borrow_mut().clear());
+}
+
+fn resolve_memo(
+    memo: &mut std::collections::HashMap<PathBuf, Option<PathBuf>>,
+    p: &Path,
+    depth: u32,
+) -> Option<PathBuf> {
+    let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+        return Some(p.to_path_buf()); // the root
+    };
+    if let Some(known) = memo.get(p) {
+        return known.clone();
+    }
+    let parent = resolve_memo(memo, parent, depth)?;
+    let candidate = parent.join(name);
+    let result = match std::fs::symlink_metadata(&candidate) {
+        Err(_) => None,
+        Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&candidate) {
+            // Too many links: let the system give its answer (ELOOP).
+            _ if depth > 40 => std::fs::canonicalize(&candidate).ok(),
+            Ok(target) => {
+                let joined = parent.join(target);
+                let plain = joined
+                    .components()
+                    .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+                if plain {
+                    resolve_memo(memo, &joined, depth + 1)
+                } else {
+                    std::fs::canonicalize(&joined).ok()
+                }
+            }
+            Err(_) => None,
+        },
+        Ok(_) => Some(candidate),
+    };
+    memo.insert(p.to_path_buf(), result.clone());
+    result
 }
 
 /// On macOS `/tmp`, `/var` and `/etc` are symlinks into `/private`, and Seatbelt
@@ -709,6 +768,7 @@ pub fn find_project(cwd: &Path, home: &Path) -> PathBuf {
 
 /// Resolve the policy for one run.
 pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Result<Policy> {
+    forget_real_paths();
     let cwd = real(&host.cwd).unwrap_or_else(|| host.cwd.clone());
     let home = host.home.clone();
     let home_real = real(&home).unwrap_or_else(|| home.clone());
@@ -877,9 +937,6 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         candidates.extend(s.deny_write.iter().cloned());
         for c in candidates {
             let lexical = alias(c.clone());
-            let is_link = std::fs::symlink_metadata(&c)
-                .map(|m| m.file_type().is_symlink())
-                .unwrap_or(false);
             let resolved = match real(&c) {
                 Some(r) => alias(r),
                 None => {
@@ -893,6 +950,9 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             let Some(root) = in_writable(&resolved) else {
                 continue;
             };
+            let is_link = std::fs::symlink_metadata(&c)
+                .map(|m| m.file_type().is_symlink())
+                .unwrap_or(false);
             if is_link {
                 bail!(
                     "{} is a symlink inside the writable root {}: sbx cannot stop the command from replacing it (replace the symlink with the file it points to, or make {} read-only)",
@@ -1203,6 +1263,43 @@ mod tests {
             ".environment",
         ] {
             assert!(!is_env_file_name(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn remembered_real_paths_agree_with_realpath() {
+        let t = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(base.join("a/b/c")).unwrap();
+        std::fs::write(base.join("a/b/c/f"), "x").unwrap();
+        std::os::unix::fs::symlink("a/b", base.join("rel")).unwrap();
+        std::os::unix::fs::symlink(base.join("a"), base.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../b/c", base.join("a/b/up")).unwrap();
+        std::os::unix::fs::symlink("loop2", base.join("loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", base.join("loop2")).unwrap();
+        std::os::unix::fs::symlink("missing", base.join("dangling")).unwrap();
+        forget_real_paths();
+        for rel in [
+            "a/b/c/f",
+            "rel/c/f",
+            "abs/b/c",
+            "a/b/up/f",
+            "rel/up",
+            "loop1",
+            "dangling",
+            "nope",
+            "a/b/c/f/x",
+            "rel",
+            "abs",
+        ] {
+            let p = base.join(rel);
+            assert_eq!(real(&p), std::fs::canonicalize(&p).ok(), "{rel}");
+            // And again, from the memo.
+            assert_eq!(
+                real(&p),
+                std::fs::canonicalize(&p).ok(),
+                "{rel} (remembered)"
+            );
         }
     }
 
