@@ -20,3 +20,5 @@ mod profile;
 // host-side evidence.
 #[cfg(target_os = "linux")]
 mod sandbox_linux;
+// Real Seatbelt runs on macOS (compiled everywhere, ignored off macOS).
+mod sandbox_macos;

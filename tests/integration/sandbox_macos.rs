@@ -1,0 +1,2265 @@
+//! The macOS enforcement suite: real `/usr/bin/sandbox-exec` runs, each grant
+//! beside its denial, judged by host-side evidence (does the file exist on
+//! the host afterwards, did a host listener receive a connection, is a host
+//! process still alive, did an app start outside the sandbox). Exit codes
+//! alone prove nothing, so every refusal runs beside a positive control, and
+//! every refusal that touches a credential also checks that the planted
+//! secret appears in neither stdout nor stderr.
+//!
+//! It compiles on every Unix (Linux is where it is type-checked) and runs
+//! only on macOS, in the macOS CI job: each test carries
+//! `cfg_attr(not(target_os = "macos"), ignore)`. Only std and the system's
+//! own tools are used (`/bin/sh`, `/bin/bash`, `/usr/bin/{git,python3,curl,
+//! nc,script,open,osascript,security,pgrep}`). `SBX_TEST_SHOW=1` prints
+//! every sandboxed run's output. Checks that change the user's session
+//! (launching an app on the host, adding keychain items, the pasteboard) run
+//! only under CI (`CI=true`) or with `SBX_TEST_INTRUSIVE=1`. One test is
+//! ignored everywhere: a known gap (inherited descriptors), kept ready to
+//! run with `--ignored` once sbx closes them on macOS.
+//!
+//! Nobody has run this yet. The first macOS run must confirm these
+//! assumptions (the VERIFY items of reference/macos-sbpl.md); a failure of
+//! one of them is a finding about the profile first, and about the test
+//! second:
+//!
+//!  1. The profile compiles on the runner's macOS: every operation and filter
+//!     name in it exists there (`file-link`, `file-clone`, `file-read-xattr`,
+//!     `lsopen`, `appleevent-send`, `ipc-posix-name-regex`, `regex-quote`,
+//!     `(remote unix-socket (path-regex ...))`). If not, the harness probe
+//!     (`sbx run --require -- true`) fails and every test reports it.
+//!  2. Between filtered rules the last match wins, and a credential deny that
+//!     names both `file-read*` and the concrete read operations beats the
+//!     earlier `(allow file-read*)` for `cat`, `ls` and `stat`.
+//!  3. Case variants (`~/.SSH/...`) are denied on case-insensitive APFS:
+//!     `subpath` is matched against the path of the vnode, or case-folded.
+//!  4. `-D NAME=VALUE` passes a path with a space, `"`, `\`, parentheses,
+//!     `;` and non-ASCII verbatim, `regex-quote` quotes it, and the `#"..."`
+//!     `.env` regexes (character classes, `require-not` for the templates)
+//!     match what the reference says they match.
+//!  5. A `literal` + `subpath` deny on a path that does not exist yet stops
+//!     its first creation (missing `.git/hooks`, `.envrc`, `.vscode`).
+//!  6. `file-link` is checked against the source of link(2) and `file-clone`
+//!     stops clonefile(2) (`cp -c`); and both, being operations of their
+//!     own outside `file-write*`, are still allowed for ordinary files in
+//!     the project (the profile has no explicit allow for them: if
+//!     `hard_links_and_clones_of_ordinary_files_work` fails, it needs one).
+//!  7. `(allow file-read*)` also lets dyld map code outside the shared cache
+//!     (`file-map-executable`): the `/usr/bin/python3` and `/usr/bin/git`
+//!     xcrun shims, which load from Xcode or the Command Line Tools.
+//!  8. The xcrun shim works with `$TMPDIR` writable (its `xcrun_db` cache).
+//!  9. `network = "allow"`: DNS through `com.apple.dnssd.service` and the
+//!     mDNSResponder socket, TLS through trustd; `remote ip "*:*"` does not
+//!     cover `AF_UNIX` connects.
+//! 10. Without launchservicesd, Apple Events and `lsopen`, `open` and
+//!     `osascript` fail and start nothing outside the sandbox.
+//! 11. Read-only mode: `(literal "/")` plus the system list is enough for
+//!     `/usr/bin/true`, `/bin/ls`, `/bin/cat`, `/usr/bin/touch` (no SIGABRT
+//!     from dyld on the newest macOS).
+//! 12. `ipc-posix-sem` is all Python's `multiprocessing.Lock` needs;
+//!     `pseudo-tty` plus `file-ioctl` on the tty nodes is all `script` and
+//!     `stty raw` need; `(target same-sandbox)` keeps job control working
+//!     and host processes out of reach of `kill`.
+//! 13. The firmlinked spelling `/System/Volumes/Data/Users/...` of a
+//!     credential is denied as well (Seatbelt sees the resolved path).
+//! 14. Keychain: `security` cannot reach SecurityServer without a network
+//!     mode; with `network = "allow"` (which grants SecurityServer for TLS)
+//!     the file deny on `~/Library/Keychains` is what keeps items unreadable.
+
+use std::io::{ErrorKind, Read};
+use std::net::TcpListener;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::require_sandbox;
+use crate::util::{self, World, SECRET};
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+/// How long one sandboxed run may take before it is killed (a hung `open`
+/// or keychain prompt must fail the test, not the CI job).
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// The identity git needs to commit, in every run that commits.
+const GIT_IDENTITY: &[(&str, &str)] = &[
+    ("GIT_AUTHOR_NAME", "t"),
+    ("GIT_AUTHOR_EMAIL", "t@example.invalid"),
+    ("GIT_COMMITTER_NAME", "t"),
+    ("GIT_COMMITTER_EMAIL", "t@example.invalid"),
+];
+
+/// `sbx` in the world's isolated environment, plus the host's `TMPDIR`: on
+/// macOS it is the per-user `/var/folders/.../T`, which sbx makes writable
+/// and which the xcrun shims (`/usr/bin/git`, `/usr/bin/python3`) use.
+fn sbx_cmd(world: &World) -> Command {
+    let mut cmd = world.sbx_std();
+    if let Some(t) = std::env::var_os("TMPDIR") {
+        cmd.env("TMPDIR", t);
+    }
+    cmd
+}
+
+/// `sbx run FLAGS -- ARGV` in the project, stdin closed.
+fn run_with(world: &World, flags: &[&str], argv: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = sbx_cmd(world);
+    cmd.arg("run").args(flags).arg("--").args(argv);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = output_within(cmd, LIMIT, false);
+    show(&format!("{flags:?} {argv:?}"), &out);
+    out
+}
+
+/// `sbx run -- /bin/sh -c SCRIPT`.
+fn run_sh(world: &World, script: &str) -> Output {
+    run_with(world, &[], &["/bin/sh", "-c", script], &[])
+}
+
+/// `sbx run FLAGS -- /bin/sh -c SCRIPT`.
+fn run_sh_flags(world: &World, flags: &[&str], script: &str) -> Output {
+    run_with(world, flags, &["/bin/sh", "-c", script], &[])
+}
+
+/// `sbx run -- /bin/sh -c SCRIPT` with extra variables.
+fn run_sh_env(world: &World, script: &str, env: &[(&str, &str)]) -> Output {
+    run_with(world, &[], &["/bin/sh", "-c", script], env)
+}
+
+fn show(what: &str, out: &Output) {
+    if std::env::var_os("SBX_TEST_SHOW").is_some() {
+        eprintln!("=== {what}\n{}", both(out));
+    }
+}
+
+/// Run `cmd` with stdout and stderr captured, for at most `limit` (then its
+/// whole process group is killed). With `hold_stdin` its stdin is a pipe
+/// kept open until it exits (for `script`, which ends early on EOF); else
+/// `/dev/null`. A leftover process still holding the pipes cannot hang the
+/// test: what arrived within a few seconds of the exit is what counts.
+fn output_within(mut cmd: Command, limit: Duration, hold_stdin: bool) -> Output {
+    cmd.process_group(0)
+        .stdin(if hold_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stdin = child.stdin.take();
+    let reader = |mut r: Box<dyn Read + Send>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        });
+        rx
+    };
+    let out_rx = reader(Box::new(child.stdout.take().unwrap()));
+    let err_rx = reader(Box::new(child.stderr.take().unwrap()));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            eprintln!("timed out after {limit:?}: killing the process group");
+            kill_group(child.id());
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdin);
+    let grace = Duration::from_secs(5);
+    Output {
+        status,
+        stdout: out_rx.recv_timeout(grace).unwrap_or_default(),
+        stderr: err_rx.recv_timeout(grace).unwrap_or_default(),
+    }
+}
+
+/// SIGKILL a process group.
+fn kill_group(pgid: u32) {
+    let _ = Command::new("/bin/sh")
+        .args(["-c", &format!("kill -9 -- -{pgid}")])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// A host command (not sandboxed) with a time limit.
+fn host(program: &str, args: &[&str], limit: Duration) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    let out = output_within(cmd, limit, false);
+    show(&format!("host: {program} {args:?}"), &out);
+    out
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stdout and stderr together, for messages.
+fn both(out: &Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The planted secret must not appear anywhere in what the command printed.
+fn assert_no_secret(out: &Output) {
+    assert_absent(out, SECRET);
+}
+
+fn assert_absent(out: &Output, text: &str) {
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains(text), "{text:?} leaked:\n{}", both(out));
+}
+
+/// Assert a marker line printed by the command (a positive control).
+fn assert_line(out: &Output, line: &str) {
+    assert!(
+        lines(out).iter().any(|l| l == line),
+        "expected the line {line:?}:\n{}",
+        both(out)
+    );
+}
+
+fn assert_no_line_starting(out: &Output, prefix: &str) {
+    assert!(
+        !lines(out).iter().any(|l| l.starts_with(prefix)),
+        "unexpected line starting with {prefix:?}:\n{}",
+        both(out)
+    );
+}
+
+/// stdout lines, without the `\r` a terminal adds.
+fn lines(out: &Output) -> Vec<String> {
+    stdout(out)
+        .lines()
+        .map(|l| l.trim_end_matches('\r').to_string())
+        .collect()
+}
+
+/// Quote for `sh`.
+fn shq(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn shq_path(p: &Path) -> String {
+    shq(p.to_str().unwrap())
+}
+
+/// A string no other test (or earlier run) uses: `BASE.<pid><n>`, usable as
+/// a `sleep` duration and in file names.
+fn unique(base: u32) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    format!("{base}.{}{n:03}", std::process::id())
+}
+
+/// Whether checks that touch the user's session (apps, keychain,
+/// pasteboard) may run: on CI, or when asked for.
+fn intrusive_ok(what: &str) -> bool {
+    let on = std::env::var_os("CI").is_some_and(|v| v == "true")
+        || std::env::var_os("SBX_TEST_INTRUSIVE").is_some_and(|v| v == "1");
+    if !on {
+        eprintln!("skipped: {what} changes the user's session; set SBX_TEST_INTRUSIVE=1 to run it outside CI");
+    }
+    on
+}
+
+/// Say loudly that part of a test could not run, and why.
+fn loud_skip(what: &str, why: &str) {
+    eprintln!("!!!!!!!! sbx macOS suite: SKIPPED {what}: {why} !!!!!!!!");
+}
+
+/// A system tool the test needs. Missing: skip, or fail when CI requires the
+/// sandbox tests to run.
+fn tool(path: &str) -> Option<&str> {
+    if Path::new(path).is_file() {
+        return Some(path);
+    }
+    if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") {
+        panic!("SBX_TEST_REQUIRE_SANDBOX=1 but {path} is missing");
+    }
+    eprintln!("skipped: {path} is missing");
+    None
+}
+
+/// The system Python (the xcrun shim; never a pyenv shim on PATH, which
+/// needs the real HOME).
+const PYTHON: &str = "/usr/bin/python3";
+
+/// PIDs of host processes named exactly `name`.
+fn pgrep_exact(name: &str) -> Vec<u32> {
+    let out = Command::new("pgrep").args(["-x", name]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// PIDs of host processes whose arguments contain `needle`.
+fn pids_with_args(needle: &str) -> Vec<u32> {
+    let out = Command::new("ps")
+        .args(["-axo", "pid=,args="])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(needle))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// SIGKILL each PID (cleanup).
+fn kill_all(pids: &[u32]) {
+    for pid in pids {
+        let _ = Command::new("/bin/sh")
+            .args(["-c", &format!("kill -9 {pid}")])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Host processes of the named apps that are not in `before`, waiting up to
+/// `wait` for them to appear.
+fn new_app_pids(names: &[&str], before: &[u32], wait: Duration) -> Vec<u32> {
+    let start = Instant::now();
+    loop {
+        let new: Vec<u32> = names
+            .iter()
+            .flat_map(|n| pgrep_exact(n))
+            .filter(|p| !before.contains(p))
+            .collect();
+        if !new.is_empty() || start.elapsed() > wait {
+            return new;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Files under HOME that hold the planted secret (every credential file the
+/// harness plants, plus the ones a test adds), as paths relative to HOME.
+fn secret_files(world: &World) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![world.home.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_file()
+                && std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains(SECRET))
+            {
+                out.push(e.path().strip_prefix(&world.home).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    assert!(
+        out.len() >= 10,
+        "the harness planted fewer secrets than expected: {out:?}"
+    );
+    out
+}
+
+/// Credential directories the harness (and [`plant_keychain_file`]) plant,
+/// relative to HOME.
+const CREDENTIAL_DIRS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gh",
+    ".kube",
+    ".config/gcloud",
+    ".azure",
+    ".password-store",
+    ".local/share/keyrings",
+    "Library/Keychains",
+];
+
+/// The macOS-only credential directory, planted with a fake keychain file.
+fn plant_keychain_file(world: &World) {
+    util::write(
+        &world.home.join("Library/Keychains/login.keychain-db"),
+        SECRET,
+    );
+}
+
+/// Every file under `root` (not following symlinks) with its content, and
+/// every directory and symlink, as `relative path -> description`.
+fn snapshot(root: &Path) -> std::collections::BTreeMap<PathBuf, String> {
+    let mut map = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let rel = path.strip_prefix(root).unwrap().to_path_buf();
+            let desc = if meta.file_type().is_symlink() {
+                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+                format!("dir {:o}", meta.permissions().mode())
+            } else {
+                match std::fs::read(&path) {
+                    Ok(body) => format!(
+                        "file {:o} {}",
+                        meta.permissions().mode(),
+                        String::from_utf8_lossy(&body)
+                    ),
+                    Err(e) => format!("file (unreadable: {e})"),
+                }
+            };
+            map.insert(rel, desc);
+        }
+    }
+    map
+}
+
+/// Entries added, removed or changed between two snapshots.
+fn diff(
+    before: &std::collections::BTreeMap<PathBuf, String>,
+    after: &std::collections::BTreeMap<PathBuf, String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (p, d) in after {
+        match before.get(p) {
+            None => out.push(format!("+ {} ({d})", p.display())),
+            Some(old) if old != d => out.push(format!("~ {} ({old} => {d})", p.display())),
+            _ => {}
+        }
+    }
+    for p in before.keys().filter(|p| !after.contains_key(*p)) {
+        out.push(format!("- {}", p.display()));
+    }
+    out
+}
+
+/// Whether any file under `root` holds the secret (after the command ran).
+fn files_holding_secret(root: &Path) -> Vec<PathBuf> {
+    snapshot(root)
+        .into_iter()
+        .filter(|(_, body)| body.contains(SECRET))
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// A loopback TCP listener that never blocks the test.
+fn tcp_listener() -> (TcpListener, u16) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let port = l.local_addr().unwrap().port();
+    (l, port)
+}
+
+/// Whether a non-blocking TCP listener received a connection, once the
+/// sandboxed command has finished: a completed connection waits in the
+/// backlog even if never accepted, so `None` after a grace period means
+/// nobody connected. `Some(bytes)`: what the connection carried.
+fn tcp_received(l: &TcpListener) -> Option<Vec<u8>> {
+    let start = Instant::now();
+    loop {
+        match l.accept() {
+            Ok((mut s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut buf = Vec::new();
+                let _ = s.read_to_end(&mut buf);
+                return Some(buf);
+            }
+            Err(e)
+                if e.kind() == ErrorKind::WouldBlock
+                    && start.elapsed() < Duration::from_millis(500) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+/// A Unix listener on a path (kept short: `sun_path` holds 104 bytes on macOS).
+fn unix_listener(path: &Path) -> UnixListener {
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+/// The same as [`tcp_received`] for a Unix listener.
+fn unix_received(l: &UnixListener) -> Option<Vec<u8>> {
+    let start = Instant::now();
+    loop {
+        match l.accept() {
+            Ok((mut s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut buf = Vec::new();
+                let _ = s.read_to_end(&mut buf);
+                return Some(buf);
+            }
+            Err(e)
+                if e.kind() == ErrorKind::WouldBlock
+                    && start.elapsed() < Duration::from_millis(500) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+/// A socket path in `/tmp` (a writable root: only the network rules can
+/// keep a connect out), removed on drop.
+struct TmpSocket {
+    path: PathBuf,
+    listener: UnixListener,
+}
+
+impl TmpSocket {
+    fn new(base: u32) -> TmpSocket {
+        let path = PathBuf::from(format!("/tmp/sbx-{}.sock", unique(base)));
+        let listener = unix_listener(&path);
+        TmpSocket { path, listener }
+    }
+}
+
+impl Drop for TmpSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Connects to each Unix socket given, sends `hi`, prints `CONNECTED path`
+/// or `REFUSED path errno`; `PY-RAN` first, as the control that Python runs.
+const PY_UNIX_CONNECT: &str = r#"
+import socket, sys
+print("PY-RAN", flush=True)
+for name in sys.argv[1:]:
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(name)
+        s.sendall(b"hi")
+        s.close()
+        print("CONNECTED", name)
+    except OSError as e:
+        print("REFUSED", name, e.errno)
+"#;
+
+/// Shell lines that try to reach a TCP port on loopback three ways and a
+/// Unix socket two ways, then print `RAN`.
+fn connect_script(port: u16, unix: &Path) -> String {
+    format!(
+        "/usr/bin/nc -z -w 3 127.0.0.1 {port} && echo NC-CONNECTED
+         /usr/bin/curl -sS -m 5 http://127.0.0.1:{port}/ >/dev/null && echo CURL-CONNECTED
+         /bin/bash -c 'echo hi-bash > /dev/tcp/127.0.0.1/{port}' && echo BASH-CONNECTED
+         echo hi-nc | /usr/bin/nc -U -w 3 {u} && echo NCU-CONNECTED
+         {py} -c {code} {u}
+         echo RAN",
+        u = shq_path(unix),
+        py = PYTHON,
+        code = shq(PY_UNIX_CONNECT),
+    )
+}
+
+/// A keychain item planted for one test, deleted on drop.
+struct KeychainItem {
+    service: String,
+    /// The keychain it lives in; `None`: the default (login) keychain.
+    keychain: Option<PathBuf>,
+    /// A keychain file this test created (deleted, and removed from the
+    /// search list, on drop).
+    created: bool,
+}
+
+impl Drop for KeychainItem {
+    fn drop(&mut self) {
+        let mut args = vec!["delete-generic-password", "-s", &self.service];
+        let kc = self
+            .keychain
+            .as_ref()
+            .map(|k| k.to_str().unwrap().to_string());
+        if let Some(k) = &kc {
+            args.push(k);
+        }
+        let _ = host("/usr/bin/security", &args, Duration::from_secs(30));
+        if let (true, Some(k)) = (self.created, &kc) {
+            let _ = host(
+                "/usr/bin/security",
+                &["delete-keychain", k],
+                Duration::from_secs(30),
+            );
+        }
+    }
+}
+
+/// `security find-generic-password -s SERVICE -w [KEYCHAIN]` as a shell line
+/// printing `FOUND=<status>`.
+fn find_password_line(service: &str, keychain: Option<&Path>) -> String {
+    let kc = keychain.map(shq_path).unwrap_or_default();
+    format!(
+        "/usr/bin/security find-generic-password -s {} -w {kc} ; echo \"FOUND=$?\"",
+        shq(service)
+    )
+}
+
+// ---------------------------------------------------------------------------
+// What is allowed
+// ---------------------------------------------------------------------------
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn writes_in_project_tmp_and_tmpdir_reach_the_host() {
+    require_sandbox!();
+    let world = World::new();
+    let name = format!("sbx-test-{}", unique(1));
+    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
+    let out = run_sh(
+        &world,
+        &format!(
+            "echo in-project > made.txt && mkdir -p 'sub dir' && echo nested > 'sub dir/f'
+             echo in-tmp > /tmp/{name}
+             [ -n \"$TMPDIR\" ] && echo in-tmpdir > \"$TMPDIR/{name}\"
+             echo to-null > /dev/null && echo NULL-OK
+             echo to-stderr > /dev/stderr && echo STDERR-OK"
+        ),
+    );
+    // `/tmp` is a symlink to `/private/tmp`: the write lands at the real path.
+    let private_tmp = PathBuf::from("/private/tmp").join(&name);
+    let tmp_body = std::fs::read_to_string(&private_tmp);
+    let _ = std::fs::remove_file(&private_tmp);
+    let tmpdir_file = tmpdir
+        .as_ref()
+        .map(|t| std::fs::canonicalize(t).unwrap().join(&name));
+    let tmpdir_body = tmpdir_file.as_ref().map(std::fs::read_to_string);
+    if let Some(f) = &tmpdir_file {
+        let _ = std::fs::remove_file(f);
+    }
+    assert!(out.status.success(), "{}", both(&out));
+    assert_eq!(
+        std::fs::read_to_string(world.project.join("made.txt")).unwrap(),
+        "in-project\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.project.join("sub dir/f")).unwrap(),
+        "nested\n"
+    );
+    assert_eq!(tmp_body.unwrap(), "in-tmp\n", "{}", both(&out));
+    match tmpdir_body {
+        Some(body) => assert_eq!(body.unwrap(), "in-tmpdir\n", "{}", both(&out)),
+        None => loud_skip("the $TMPDIR write", "TMPDIR is not set in the test process"),
+    }
+    assert_line(&out, "NULL-OK");
+    assert_line(&out, "STDERR-OK");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("to-stderr"));
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn project_and_ordinary_home_files_are_readable() {
+    require_sandbox!();
+    let world = World::new();
+    util::write(&world.project.join("notes.txt"), "project notes 123\n");
+    let out = run_sh(&world, "cat notes.txt; cat \"$HOME/.gitconfig\"; ls -la");
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "project notes 123");
+    // Broad read: an ordinary dotfile outside the project is readable.
+    assert_line(&out, "\temail = t@example.invalid");
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn system_git_init_status_and_commit_work() {
+    require_sandbox!();
+    let Some(git) = tool("/usr/bin/git") else {
+        return;
+    };
+    let world = World::new();
+    let out = run_sh_env(
+        &world,
+        &format!(
+            "set -e
+             {git} init -q
+             {git} status --short
+             echo hello > README
+             {git} add README
+             {git} commit -q -m 'from the sandbox'
+             {git} status --short
+             echo DONE"
+        ),
+        GIT_IDENTITY,
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "DONE");
+    // Host side: the repository and the commit exist.
+    let log = Command::new("git")
+        .args(["log", "--format=%s", "-1"])
+        .current_dir(&world.project)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&log), "from the sandbox\n", "{}", both(&log));
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn exit_code_comes_back() {
+    require_sandbox!();
+    let world = World::new();
+    let out = run_sh(&world, "echo before; exit 7");
+    assert_eq!(out.status.code(), Some(7), "{}", both(&out));
+    assert_line(&out, "before");
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn stdin_reaches_the_command() {
+    require_sandbox!();
+    let world = World::new();
+    world
+        .sbx()
+        .args(["run", "--", "cat"])
+        .timeout(LIMIT)
+        .write_stdin("piped input line\n")
+        .assert()
+        .success()
+        .stdout("piped input line\n");
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn user_lookup_works() {
+    require_sandbox!();
+    let world = World::new();
+    let expected = stdout(&Command::new("id").arg("-un").output().unwrap());
+    let expected = expected.trim();
+    assert!(!expected.is_empty());
+    let out = run_sh(
+        &world,
+        "echo \"id=$(id -un)\"; echo \"whoami=$(whoami)\"; echo \"tilde=$(cd ~ && pwd)\"",
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, &format!("id={expected}"));
+    assert_line(&out, &format!("whoami={expected}"));
+    assert_line(&out, &format!("tilde={}", world.home.display()));
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn job_control_signals_work_inside() {
+    require_sandbox!();
+    let world = World::new();
+    let start = Instant::now();
+    let out = run_with(
+        &world,
+        &[],
+        &[
+            "/bin/bash",
+            "-c",
+            "sleep 5 & kill %1 && echo KILLED; wait; echo WAITED",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "KILLED");
+    assert_line(&out, "WAITED");
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "the killed job ran to its end: {:?}\n{}",
+        start.elapsed(),
+        both(&out)
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn python_multiprocessing_lock_works() {
+    require_sandbox!();
+    let Some(py) = tool(PYTHON) else {
+        return;
+    };
+    let world = World::new();
+    let out = run_with(
+        &world,
+        &[],
+        &[
+            py,
+            "-c",
+            "import multiprocessing as m; l = m.Lock(); l.acquire(); l.release(); print('LOCK-OK')",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "LOCK-OK");
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn pty_and_raw_mode_work() {
+    require_sandbox!();
+    let Some(script) = tool("/usr/bin/script") else {
+        return;
+    };
+    let world = World::new();
+    let mut cmd = sbx_cmd(&world);
+    cmd.args([
+        "run",
+        "--",
+        script,
+        "-q",
+        "/dev/null",
+        "/bin/bash",
+        "-c",
+        "[ -t 0 ] && echo IS-TTY; stty raw -echo && G=$(stty -g) && echo \"STTY-OK $G\"",
+    ]);
+    // `script` reads its stdin: keep it open (and empty) until it is done.
+    let out = output_within(cmd, LIMIT, true);
+    show("script", &out);
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "IS-TTY");
+    assert!(
+        lines(&out).iter().any(|l| l.starts_with("STTY-OK ")),
+        "stty could not set raw mode on the pty:\n{}",
+        both(&out)
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn awkward_project_path_works() {
+    require_sandbox!();
+    let world = World::new();
+    // Space, quote, backslash, parentheses, semicolon, non-ASCII: proves the
+    // paths reach the profile as parameters, not as text.
+    let project = world.home.join("p q\"r\\s (x);é");
+    std::fs::create_dir_all(&project).unwrap();
+    let project = std::fs::canonicalize(project).unwrap();
+    let mut cmd = sbx_cmd(&world);
+    cmd.current_dir(&project).args([
+        "run",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo inside > inside.txt; echo outside > ../outside.txt; pwd",
+    ]);
+    let out = output_within(cmd, LIMIT, false);
+    show("awkward", &out);
+    assert_eq!(
+        std::fs::read_to_string(project.join("inside.txt")).unwrap_or_default(),
+        "inside\n",
+        "{}",
+        both(&out)
+    );
+    assert!(!world.home.join("outside.txt").exists(), "{}", both(&out));
+}
+
+// ---------------------------------------------------------------------------
+// Writes outside the writable roots
+// ---------------------------------------------------------------------------
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn writes_outside_writable_roots_are_refused() {
+    require_sandbox!();
+    let world = World::new();
+    let outside = world.root.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    symlink(&outside, world.project.join("out-link")).unwrap();
+    let shared = PathBuf::from(format!("/Users/Shared/sbx-test-{}", unique(2)));
+    let out = run_sh(
+        &world,
+        &format!(
+            "echo pwn > \"$HOME/pwned-home\"
+             echo pwn > ../pwned-parent
+             echo pwn >> \"$HOME/.bashrc\"
+             echo pwn > \"$HOME/.zshrc\"
+             echo pwn > out-link/pwned-link
+             mkdir out-link/pwned-dir
+             echo pwn > {shared}
+             echo ok > control.txt",
+            shared = shq_path(&shared)
+        ),
+    );
+    let shared_exists = shared.exists();
+    let _ = std::fs::remove_file(&shared);
+    assert!(!shared_exists, "/Users/Shared was written:\n{}", both(&out));
+    assert!(!world.home.join("pwned-home").exists(), "{}", both(&out));
+    assert!(!world.home.join(".zshrc").exists(), "{}", both(&out));
+    assert!(!world.home.join("pwned-parent").exists());
+    assert!(!outside.join("pwned-link").exists());
+    assert!(!outside.join("pwned-dir").exists());
+    assert_eq!(
+        std::fs::read_to_string(world.home.join(".bashrc")).unwrap(),
+        "# rc\n"
+    );
+    // Positive control: the same kind of write inside the project worked.
+    assert_eq!(
+        std::fs::read_to_string(world.project.join("control.txt")).unwrap_or_default(),
+        "ok\n",
+        "{}",
+        both(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Credentials
+// ---------------------------------------------------------------------------
+
+/// A script that tries `cat`, `ls` and `stat` on each path; a marker line
+/// per success (`CAT-OK path`, `LS-OK path`, `STAT-OK path`).
+fn probe_each(paths: &[String]) -> String {
+    let mut s = String::new();
+    for p in paths {
+        let q = shq(p);
+        s.push_str(&format!(
+            "cat {q} && echo \"CAT-OK {p}\"
+             ls -la {q} && echo \"LS-OK {p}\"
+             stat {q} && echo \"STAT-OK {p}\"
+             echo \"attempted {p}\"\n"
+        ));
+    }
+    s
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn credentials_are_unreadable_directly() {
+    require_sandbox!();
+    let world = World::new();
+    plant_keychain_file(&world);
+    let mut paths: Vec<String> = secret_files(&world)
+        .iter()
+        .map(|f| world.home.join(f).to_str().unwrap().to_string())
+        .collect();
+    // The credential directories themselves.
+    for dir in CREDENTIAL_DIRS {
+        assert!(
+            world.home.join(dir).is_dir(),
+            "the harness did not plant {dir}"
+        );
+        paths.push(world.home.join(dir).to_str().unwrap().to_string());
+    }
+    let control = world.home.join(".bashrc").to_str().unwrap().to_string();
+    let mut script = probe_each(&paths);
+    script.push_str(&probe_each(std::slice::from_ref(&control)));
+    // Listing the key directory must not even give the key's name, and
+    // searching the whole home must not leak.
+    script.push_str(
+        "ls -a \"$HOME/.ssh\" 2>/dev/null | sed 's/^/SSH-LIST /'
+         grep -r . \"$HOME\" 2>&1 ; ls -laR \"$HOME\" 2>&1\n",
+    );
+    let out = run_sh(&world, &script);
+    assert_no_secret(&out);
+    for p in &paths {
+        assert_line(&out, &format!("attempted {p}"));
+        for op in ["CAT", "LS", "STAT"] {
+            assert_no_line_starting(&out, &format!("{op}-OK {p}"));
+        }
+    }
+    assert_no_line_starting(&out, "SSH-LIST");
+    // Positive control: an ordinary file in the same home, all three ways.
+    assert_line(&out, "# rc");
+    for op in ["CAT", "LS", "STAT"] {
+        assert_line(&out, &format!("{op}-OK {control}"));
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn credential_case_variants_are_unreadable() {
+    require_sandbox!();
+    let world = World::new();
+    util::write(&world.project.join(".env"), &format!("TOKEN={SECRET}\n"));
+    // A file whose own name is in mixed case: only the regex's character
+    // classes can match it.
+    util::write(
+        &world.project.join("sub/.Env.Local"),
+        &format!("TOKEN={SECRET}\n"),
+    );
+    let insensitive = world.home.join(".SSH/id_ed25519").exists();
+    if !insensitive {
+        loud_skip(
+            "the home case variants",
+            "this volume is case-sensitive, so ~/.SSH does not exist and proves nothing",
+        );
+    }
+    let out = run_sh(
+        &world,
+        "cat \"$HOME/.SSH/id_ed25519\" \"$HOME/.Ssh/ID_ED25519\" \"$HOME/.AWS/credentials\" \"$HOME/.NETRC\" \"$HOME/.Config/GH/hosts.yml\"
+         ls -la \"$HOME/.SSH\" \"$HOME/.AWS\"
+         cat .ENV .Env sub/.Env.Local sub/.ENV.LOCAL
+         cat \"$HOME/.BASHRC\"
+         echo RAN",
+    );
+    assert_no_secret(&out);
+    assert_line(&out, "RAN");
+    if insensitive {
+        // Positive control: the case-folded spelling of an ordinary file reads.
+        assert_line(&out, "# rc");
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn credentials_are_unreadable_through_a_project_symlink() {
+    require_sandbox!();
+    let world = World::new();
+    plant_keychain_file(&world);
+    util::write(&world.project.join(".env"), &format!("TOKEN={SECRET}\n"));
+    let files = secret_files(&world);
+    let mut paths = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let link = world.project.join(format!("link{i}"));
+        symlink(world.home.join(f), &link).unwrap();
+        paths.push(format!("link{i}"));
+        // The top directory of the credential, linked as a directory.
+        let top = f.components().next().unwrap().as_os_str();
+        let dir_link = world.project.join(format!("dirlink{i}"));
+        symlink(world.home.join(top), &dir_link).unwrap();
+        let rest = f.strip_prefix(top).unwrap();
+        if !rest.as_os_str().is_empty() {
+            paths.push(format!("dirlink{i}/{}", rest.display()));
+        }
+    }
+    // The project's own `.env` under an innocent name.
+    symlink(".env", world.project.join("innocent.txt")).unwrap();
+    paths.push("innocent.txt".into());
+    symlink(world.home.join(".bashrc"), world.project.join("rc-link")).unwrap();
+    let mut script = String::new();
+    for p in &paths {
+        script.push_str(&format!("cat {} ; echo \"attempted $?\"\n", shq(p)));
+    }
+    script.push_str("cat rc-link\ncat link*/* dirlink*/* dirlink*/*/* 2>&1\n");
+    let out = run_sh(&world, &script);
+    assert_no_secret(&out);
+    assert_eq!(
+        stdout(&out).matches("attempted").count(),
+        paths.len(),
+        "{}",
+        both(&out)
+    );
+    // Positive control: a symlink to an ordinary home file reads.
+    assert_line(&out, "# rc");
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn credentials_are_unreadable_through_the_data_volume_spelling() {
+    require_sandbox!();
+    let world = World::new();
+    // `/Users` is a firmlink to `/System/Volumes/Data/Users`: a second
+    // spelling of every file in a home directory.
+    let data = |p: &Path| PathBuf::from(format!("/System/Volumes/Data{}", p.display()));
+    if !data(&world.home.join(".bashrc")).is_file() {
+        loud_skip(
+            "the /System/Volumes/Data spelling",
+            &format!(
+                "{} has no such second spelling on this host",
+                world.home.display()
+            ),
+        );
+        return;
+    }
+    let mut script = String::new();
+    for f in secret_files(&world) {
+        script.push_str(&format!("cat {}\n", shq_path(&data(&world.home.join(f)))));
+    }
+    script.push_str(&format!(
+        "ls -la {}\ncat {}\n",
+        shq_path(&data(&world.home.join(".ssh"))),
+        shq_path(&data(&world.home.join(".bashrc")))
+    ));
+    let out = run_sh(&world, &script);
+    assert_no_secret(&out);
+    // Positive control: the same spelling of an ordinary file reads.
+    assert_line(&out, "# rc");
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn credentials_cannot_be_linked_cloned_moved_or_copied_into_the_project() {
+    require_sandbox!();
+    let world = World::new();
+    util::write(&world.project.join(".env"), &format!("TOKEN={SECRET}\n"));
+    let out = run_sh(
+        &world,
+        "ln \"$HOME/.ssh/id_ed25519\" ./hard-ssh ; cat ./hard-ssh
+         ln \"$HOME/.netrc\" ./hard-netrc ; cat ./hard-netrc
+         ln .env ./hard-env ; cat ./hard-env
+         cp -c \"$HOME/.aws/credentials\" ./clone-aws ; cat ./clone-aws
+         cp -c .env ./clone-env ; cat ./clone-env
+         cp \"$HOME/.pypirc\" ./copied ; cat ./copied
+         cp -R \"$HOME/.ssh\" ./ssh-copy ; cat ./ssh-copy/*
+         mv \"$HOME/.aws/credentials\" ./moved ; cat ./moved
+         mv \"$HOME/.kube\" ./kube-dir ; cat ./kube-dir/config
+         echo ok > control.txt",
+    );
+    assert_no_secret(&out);
+    // Host side: the originals are intact and nothing in the project but
+    // `.env` itself holds the secret.
+    for f in [
+        ".ssh/id_ed25519",
+        ".aws/credentials",
+        ".kube/config",
+        ".netrc",
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(world.home.join(f)).unwrap(),
+            SECRET,
+            "{f}\n{}",
+            both(&out)
+        );
+    }
+    assert_eq!(
+        files_holding_secret(&world.project),
+        vec![PathBuf::from(".env")],
+        "{}",
+        both(&out)
+    );
+    assert!(!world.project.join("hard-env").exists(), "{}", both(&out));
+    assert!(!world.project.join("clone-env").exists(), "{}", both(&out));
+    // Positive control: the project is writable. (That hard links and
+    // clones of ordinary files work is the next test.)
+    assert!(
+        world.project.join("control.txt").is_file(),
+        "{}",
+        both(&out)
+    );
+}
+
+/// The control for the refusals above: `file-link` and `file-clone` are
+/// operations of their own (not part of `file-write*`), and sbx must not
+/// refuse them for ordinary files (git clone --local, pnpm and ccache use
+/// hard links).
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn hard_links_and_clones_of_ordinary_files_work() {
+    require_sandbox!();
+    let world = World::new();
+    util::write(&world.project.join("plain.txt"), "plain\n");
+    let out = run_sh(
+        &world,
+        "ln plain.txt plain-hard && echo HARDLINK-OK
+         cp -c plain.txt plain-clone && echo CLONE-OK",
+    );
+    assert_line(&out, "HARDLINK-OK");
+    assert_eq!(
+        std::fs::metadata(world.project.join("plain.txt"))
+            .unwrap()
+            .nlink(),
+        2,
+        "{}",
+        both(&out)
+    );
+    assert_line(&out, "CLONE-OK");
+    assert_eq!(
+        std::fs::read_to_string(world.project.join("plain-clone")).unwrap_or_default(),
+        "plain\n",
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn env_files_are_unreadable_and_unmovable_but_templates_are_readable() {
+    require_sandbox!();
+    let world = World::new();
+    let secret_envs = [".env", "sub/.env.local", "a/b/c/d/.env.production"];
+    for f in secret_envs {
+        util::write(&world.project.join(f), &format!("TOKEN={SECRET}\n"));
+    }
+    util::write(&world.project.join(".env.example"), "TOKEN=example-value\n");
+    util::write(&world.project.join(".envrc.txt"), "not an env file\n");
+    let out = run_sh(
+        &world,
+        "cat .env sub/.env.local a/b/c/d/.env.production
+         grep -r TOKEN . 2>&1
+         ls -la . sub 2>&1
+         mv .env moved-env ; cat moved-env
+         mv sub/.env.local sub/renamed ; cat sub/renamed
+         mv sub sub2 ; cat sub2/.env.local sub/.env.local
+         cat .env.example
+         cat .envrc.txt
+         echo ok > control.txt",
+    );
+    assert_no_secret(&out);
+    // Positive controls: the template and a look-alike name read.
+    assert_line(&out, "TOKEN=example-value");
+    assert_line(&out, "not an env file");
+    // Host side: `.env` was not renamed away.
+    assert_eq!(
+        std::fs::read_to_string(world.project.join(".env")).unwrap_or_default(),
+        format!("TOKEN={SECRET}\n"),
+        "{}",
+        both(&out)
+    );
+    assert!(!world.project.join("moved-env").exists(), "{}", both(&out));
+    assert!(
+        !world.project.join("sub/renamed").exists(),
+        "{}",
+        both(&out)
+    );
+    // The only files holding the secret are `.env` files (the directory
+    // `sub` may have been renamed: the any-depth rule still covers it).
+    for p in files_holding_secret(&world.project) {
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        assert!(
+            name == ".env" || name.starts_with(".env."),
+            "{} holds the secret under a name the rule does not cover\n{}",
+            p.display(),
+            both(&out)
+        );
+    }
+    assert!(
+        world.project.join("control.txt").is_file(),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn symlinked_credential_dir_is_denied_at_both_spellings() {
+    require_sandbox!();
+    let world = World::new();
+    let dotfiles = world.home.join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    std::fs::rename(world.home.join(".aws"), dotfiles.join("aws")).unwrap();
+    symlink("dotfiles/aws", world.home.join(".aws")).unwrap();
+    util::write(&dotfiles.join("other.txt"), "dotfiles readable\n");
+    let out = run_sh(
+        &world,
+        "cat \"$HOME/.aws/credentials\" \"$HOME/dotfiles/aws/credentials\"
+         ls -la \"$HOME/.aws/\" \"$HOME/dotfiles/aws/\" 2>&1
+         cat \"$HOME/dotfiles/other.txt\"",
+    );
+    assert_no_secret(&out);
+    assert_line(&out, "dotfiles readable");
+}
+
+// ---------------------------------------------------------------------------
+// Files that run later
+// ---------------------------------------------------------------------------
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn runs_later_files_are_read_only() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let sbx_toml = "[sandbox]\nnetwork = \"deny\"\n";
+    util::write(&world.project.join(".sbx.toml"), sbx_toml);
+    util::write(
+        &world.project.join(".git/hooks/pre-commit"),
+        "#!/bin/sh\nexit 0\n",
+    );
+    util::write(&world.project.join(".envrc"), "export A=1\n");
+    util::write(&world.project.join(".vscode/tasks.json"), "{}\n");
+    let hooks_before = snapshot(&world.project.join(".git/hooks"));
+    let vscode_before = snapshot(&world.project.join(".vscode"));
+    let config_before = std::fs::read_to_string(world.project.join(".git/config")).unwrap();
+    let out = run_sh(
+        &world,
+        "printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/pre-commit
+         printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/post-checkout
+         rm -f .git/hooks/pre-commit
+         echo '[core]' >> .git/config
+         /usr/bin/git config core.fsmonitor ./evil.sh
+         /usr/bin/git config core.hooksPath .githooks
+         echo 'network = \"allow\"' >> .sbx.toml
+         rm -f .sbx.toml ; mv .sbx.toml moved.toml
+         mv .git/hooks .git/hooks2
+         echo evil > .git/x ; mv .git/x .git/hooks/pre-push
+         mv .git .git2 ; mv .git/config .git/config2
+         echo 'touch \"$HOME/SBX_PWN\"' >> .envrc ; rm -f .envrc
+         echo '{\"tasks\": []}' > .vscode/tasks.json ; echo x > .vscode/settings.json
+         mv .vscode .vscode2
+         echo ok > control.txt",
+    );
+    assert!(!world.project.join(".git2").exists(), "{}", both(&out));
+    assert!(!world.project.join(".git/hooks2").exists());
+    assert_eq!(
+        snapshot(&world.project.join(".git/hooks")),
+        hooks_before,
+        "{}",
+        both(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.project.join(".git/config")).unwrap(),
+        config_before,
+        "{}",
+        both(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.project.join(".sbx.toml")).unwrap(),
+        sbx_toml
+    );
+    assert!(!world.project.join("moved.toml").exists());
+    assert_eq!(
+        std::fs::read_to_string(world.project.join(".envrc")).unwrap(),
+        "export A=1\n"
+    );
+    assert_eq!(snapshot(&world.project.join(".vscode")), vscode_before);
+    assert!(!world.project.join(".vscode2").exists());
+    assert!(!world.home.join("SBX_PWN").exists());
+    // Positive controls: the working tree and .git itself stay writable, so
+    // the refusals above are the protection, not a read-only project.
+    assert!(
+        world.project.join("control.txt").is_file(),
+        "{}",
+        both(&out)
+    );
+    assert!(world.project.join(".git/x").is_file(), "{}", both(&out));
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn missing_runs_later_paths_cannot_be_created() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    std::fs::remove_dir_all(world.project.join(".git/hooks")).unwrap();
+    let out = run_sh(
+        &world,
+        "mkdir -p .git/hooks ; touch .git/hooks/pre-push
+         printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/x
+         chmod +x .git/hooks/x
+         mkdir .git/hooks/sub
+         echo 'touch \"$HOME/SBX_PWN\"' > .envrc
+         mkdir -p .vscode ; echo '{}' > .vscode/tasks.json
+         mkdir -p .claude ; echo '{}' > .claude/settings.json
+         echo '{}' > .mcp.json
+         echo '[sandbox]' > .sbx.toml
+         echo ok > .git/control
+         echo ok > control.txt",
+    );
+    let hooks = world.project.join(".git/hooks");
+    let hook_entries: Vec<_> = std::fs::read_dir(&hooks)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        hook_entries.is_empty(),
+        "hooks were created: {hook_entries:?}\n{}",
+        both(&out)
+    );
+    for p in [".envrc", ".vscode", ".claude", ".mcp.json", ".sbx.toml"] {
+        assert!(
+            !world.project.join(p).exists(),
+            "{p} was created\n{}",
+            both(&out)
+        );
+    }
+    // Positive controls: .git itself and the working tree are writable.
+    assert!(
+        world.project.join(".git/control").is_file(),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        world.project.join("control.txt").is_file(),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn project_root_cannot_be_moved_away() {
+    require_sandbox!();
+    let world = World::new();
+    util::write(&world.project.join(".env"), &format!("TOKEN={SECRET}\n"));
+    let target = PathBuf::from(format!("/private/tmp/sbx-moved-{}", unique(3)));
+    let out = run_sh(
+        &world,
+        &format!(
+            "mv \"$PWD\" {t} ; cat {t}/.env ; echo ok > control.txt",
+            t = shq_path(&target)
+        ),
+    );
+    let moved = target.exists();
+    if moved {
+        // Put it back so the world cleans up.
+        let _ = std::fs::rename(&target, &world.project);
+    }
+    assert!(!moved, "the project root was moved:\n{}", both(&out));
+    assert_no_secret(&out);
+    assert!(
+        world.project.join("control.txt").is_file(),
+        "{}",
+        both(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Services that act outside the sandbox
+// ---------------------------------------------------------------------------
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn open_cannot_launch_anything_outside() {
+    require_sandbox!();
+    let Some(open) = tool("/usr/bin/open") else {
+        return;
+    };
+    let world = World::new();
+    let apps = ["TextEdit", "Calculator", "Terminal"];
+    let before: Vec<u32> = apps.iter().flat_map(|a| pgrep_exact(a)).collect();
+    // A `.command` file opens in Terminal, outside the sandbox: if it ran,
+    // the marker (outside every writable root) would appear.
+    let marker = world.root.join("opened-outside");
+    let command_file = PathBuf::from(format!("/private/tmp/sbx-{}.command", unique(4)));
+    std::fs::write(
+        &command_file,
+        format!("#!/bin/sh\ntouch {}\n", shq_path(&marker)),
+    )
+    .unwrap();
+    std::fs::set_permissions(&command_file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = run_sh(
+        &world,
+        &format!(
+            "{open} -a TextEdit ; echo \"textedit=$?\"
+             {open} -g -a Calculator ; echo \"calculator=$?\"
+             {open} {cf} ; echo \"command-file=$?\"
+             {open} . ; echo \"finder=$?\"
+             echo RAN",
+            cf = shq_path(&command_file)
+        ),
+    );
+    let new = new_app_pids(&apps, &before, Duration::from_secs(5));
+    kill_all(&new);
+    let _ = std::fs::remove_file(&command_file);
+    assert_line(&out, "RAN");
+    assert!(new.is_empty(), "apps started: {new:?}\n{}", both(&out));
+    assert!(
+        !marker.exists(),
+        "the .command file ran outside:\n{}",
+        both(&out)
+    );
+    for l in ["textedit=0", "calculator=0", "command-file=0", "finder=0"] {
+        assert_no_line_starting(&out, l);
+    }
+    // Positive control: the same `open` on the host does start the app, so
+    // its absence above is the sandbox's doing.
+    if intrusive_ok("launching Calculator on the host") {
+        let before: Vec<u32> = pgrep_exact("Calculator");
+        let host_out = host(open, &["-g", "-a", "Calculator"], Duration::from_secs(30));
+        let started = new_app_pids(&["Calculator"], &before, Duration::from_secs(15));
+        kill_all(&started);
+        if started.is_empty() {
+            loud_skip(
+                "the host control of `open`",
+                &format!(
+                    "this runner cannot launch apps at all, so the refusal above proves less\n{}",
+                    both(&host_out)
+                ),
+            );
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn osascript_cannot_drive_other_apps() {
+    require_sandbox!();
+    let Some(osa) = tool("/usr/bin/osascript") else {
+        return;
+    };
+    let world = World::new();
+    let before = pgrep_exact("Terminal");
+    let marker = world.root.join("terminal-ran");
+    let out = run_sh(
+        &world,
+        &format!(
+            "{osa} -e 'return \"OSA-\" & \"ALIVE\"'
+             {osa} -e 'tell application \"Finder\" to get name' ; echo \"finder=$?\"
+             {osa} -e {terminal} ; echo \"terminal=$?\"
+             echo RAN",
+            terminal = shq(&format!(
+                "tell application \"Terminal\" to do script \"touch {}\"",
+                marker.display()
+            ))
+        ),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let new = new_app_pids(&["Terminal"], &before, Duration::from_secs(1));
+    kill_all(&new);
+    assert_line(&out, "RAN");
+    assert!(
+        !lines(&out).iter().any(|l| l == "Finder"),
+        "Finder answered an Apple Event:\n{}",
+        both(&out)
+    );
+    assert_no_line_starting(&out, "finder=0");
+    assert_no_line_starting(&out, "terminal=0");
+    assert!(!marker.exists(), "Terminal ran a command:\n{}", both(&out));
+    assert!(new.is_empty(), "Terminal started: {new:?}\n{}", both(&out));
+    // The control that osascript itself runs in the sandbox (so the refusals
+    // are the Apple Events'): reported, not required.
+    if !lines(&out).iter().any(|l| l == "OSA-ALIVE") {
+        loud_skip(
+            "the osascript control",
+            &format!(
+                "osascript does not run at all in the sandbox, so the refusals above prove less\n{}",
+                both(&out)
+            ),
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn login_keychain_items_are_unreadable() {
+    require_sandbox!();
+    if tool("/usr/bin/security").is_none() || !intrusive_ok("adding an item to the login keychain")
+    {
+        return;
+    }
+    let world = World::new();
+    let service = format!("sbx-test-{}", unique(5));
+    let added = host(
+        "/usr/bin/security",
+        &[
+            "add-generic-password",
+            "-a",
+            "sbx",
+            "-s",
+            &service,
+            "-w",
+            SECRET,
+        ],
+        Duration::from_secs(30),
+    );
+    if !added.status.success() {
+        loud_skip(
+            "the login keychain check",
+            &format!("the runner has no usable login keychain\n{}", both(&added)),
+        );
+        return;
+    }
+    let _item = KeychainItem {
+        service: service.clone(),
+        keychain: None,
+        created: false,
+    };
+    // Host control: the item reads outside the sandbox.
+    let found = host(
+        "/usr/bin/security",
+        &["find-generic-password", "-s", &service, "-w"],
+        Duration::from_secs(30),
+    );
+    if !stdout(&found).contains(SECRET) {
+        loud_skip(
+            "the login keychain check",
+            &format!(
+                "the item does not read even outside the sandbox\n{}",
+                both(&found)
+            ),
+        );
+        return;
+    }
+    // The real login keychain file lies outside the test's fake HOME, so no
+    // file rule covers it here: only SecurityServer being out of reach does.
+    let default_kc = stdout(&host(
+        "/usr/bin/security",
+        &["default-keychain"],
+        Duration::from_secs(30),
+    ))
+    .trim()
+    .trim_matches('"')
+    .to_string();
+    let mut script = find_password_line(&service, None);
+    if !default_kc.is_empty() {
+        script.push('\n');
+        script.push_str(&find_password_line(&service, Some(Path::new(&default_kc))));
+    }
+    script.push_str("\necho RAN");
+    let out = run_sh(&world, &script);
+    assert_line(&out, "RAN");
+    assert_no_secret(&out);
+    assert_no_line_starting(&out, "FOUND=0");
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn keychain_in_home_is_unreadable_even_with_network_allow() {
+    require_sandbox!();
+    if tool("/usr/bin/security").is_none()
+        || !intrusive_ok("creating a keychain (it joins the search list)")
+    {
+        return;
+    }
+    let world = World::new();
+    let dir = world.home.join("Library/Keychains");
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("sbx-test.keychain-db");
+    let kc_s = kc.to_str().unwrap();
+    let service = format!("sbx-test-{}", unique(6));
+    let security = |args: &[&str]| host("/usr/bin/security", args, Duration::from_secs(30));
+    let created = security(&["create-keychain", "-p", "pw", kc_s]);
+    if !created.status.success() {
+        loud_skip(
+            "the home keychain check",
+            &format!("cannot create a keychain here\n{}", both(&created)),
+        );
+        return;
+    }
+    let _item = KeychainItem {
+        service: service.clone(),
+        keychain: Some(kc.clone()),
+        created: true,
+    };
+    let _ = security(&["unlock-keychain", "-p", "pw", kc_s]);
+    let added = security(&[
+        "add-generic-password",
+        "-a",
+        "sbx",
+        "-s",
+        &service,
+        "-w",
+        SECRET,
+        kc_s,
+    ]);
+    let found = security(&["find-generic-password", "-s", &service, "-w", kc_s]);
+    if !added.status.success() || !stdout(&found).contains(SECRET) {
+        loud_skip(
+            "the home keychain check",
+            &format!(
+                "the item does not read even outside the sandbox\n{}\n{}",
+                both(&added),
+                both(&found)
+            ),
+        );
+        return;
+    }
+    let script = format!(
+        "{}\ncat {} >/dev/null && echo CAT-OK\necho RAN",
+        find_password_line(&service, Some(&kc)),
+        shq_path(&kc)
+    );
+    // `network = "allow"` grants SecurityServer (TLS needs it): the file
+    // rule on ~/Library/Keychains must hold on its own. Deny mode as well.
+    for flags in [&["--network", "allow"][..], &[][..]] {
+        let out = run_sh_flags(&world, flags, &script);
+        assert_line(&out, "RAN");
+        assert_no_secret(&out);
+        assert_no_line_starting(&out, "FOUND=0");
+        assert_no_line_starting(&out, "CAT-OK");
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn pasteboard_is_out_of_reach() {
+    require_sandbox!();
+    if tool("/usr/bin/pbcopy").is_none() || !intrusive_ok("using the pasteboard") {
+        return;
+    }
+    let world = World::new();
+    let clip = format!("SBX-CLIP-{}", unique(7));
+    let mut copy = Command::new("/usr/bin/pbcopy")
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut copy.stdin.take().unwrap(), clip.as_bytes()).unwrap();
+    let _ = copy.wait();
+    let pasted = host("/usr/bin/pbpaste", &[], Duration::from_secs(30));
+    if stdout(&pasted) != clip {
+        loud_skip(
+            "the pasteboard check",
+            &format!(
+                "the pasteboard does not work on this host\n{}",
+                both(&pasted)
+            ),
+        );
+        return;
+    }
+    let out = run_sh(
+        &world,
+        "/usr/bin/pbpaste ; echo ; echo sbx-wrote-this | /usr/bin/pbcopy ; echo RAN",
+    );
+    let after = stdout(&host("/usr/bin/pbpaste", &[], Duration::from_secs(30)));
+    assert_line(&out, "RAN");
+    assert_absent(&out, &clip);
+    assert_eq!(
+        after,
+        clip,
+        "the sandbox wrote the pasteboard:\n{}",
+        both(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Processes
+// ---------------------------------------------------------------------------
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn host_processes_cannot_be_signalled() {
+    require_sandbox!();
+    let world = World::new();
+    let mut victim = Command::new("sleep")
+        .arg(unique(60))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = victim.id();
+    let out = run_sh(
+        &world,
+        &format!(
+            "kill {pid} ; echo \"kill=$?\"
+             kill -9 {pid} ; echo \"kill9=$?\"
+             kill -0 {pid} ; echo \"kill0=$?\"
+             sleep 30 & O=$!
+             kill $O && echo OWN-KILL-OK"
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let alive = victim.try_wait().unwrap().is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(
+        alive,
+        "a host process was killed from inside:\n{}",
+        both(&out)
+    );
+    assert_no_line_starting(&out, "kill=0");
+    assert_no_line_starting(&out, "kill9=0");
+    // Positive control: signals within the sandbox work.
+    assert_line(&out, "OWN-KILL-OK");
+    // Whether `kill -0` (existence only) is refused too is recorded, not required.
+    if lines(&out).iter().any(|l| l == "kill0=0") {
+        eprintln!(
+            "note: kill -0 of a host process succeeds inside the sandbox (existence is visible)"
+        );
+    }
+}
+
+/// Nothing ties a background job to sbx on macOS (sbx becomes sandbox-exec,
+/// which becomes the command): a job may outlive it, but stays sandboxed.
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn background_job_that_outlives_sbx_stays_sandboxed() {
+    require_sandbox!();
+    let world = World::new();
+    let duration = unique(1);
+    let out = run_sh(
+        &world,
+        &format!(
+            "(sleep {duration}; echo late > \"$HOME/late-pwn\"; echo late > late-ok.txt) >/dev/null 2>&1 &
+             echo STARTED"
+        ),
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "STARTED");
+    let ok = world.project.join("late-ok.txt");
+    let start = Instant::now();
+    while !ok.exists() && start.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    kill_all(&pids_with_args(&format!("sleep {duration}")));
+    // Positive control: the job did run after sbx had exited.
+    assert!(ok.exists(), "the background job never ran");
+    assert!(
+        !world.home.join("late-pwn").exists(),
+        "a job that outlived sbx wrote outside the sandbox"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn credential_env_vars_are_removed() {
+    require_sandbox!();
+    let world = World::new();
+    let out = run_sh_env(
+        &world,
+        "env",
+        &[
+            ("GITHUB_TOKEN", SECRET),
+            ("AWS_SECRET_ACCESS_KEY", SECRET),
+            ("SSH_AUTH_SOCK", SECRET),
+            ("FOO", "bar"),
+        ],
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_no_secret(&out);
+    assert_line(&out, "FOO=bar");
+}
+
+// ---------------------------------------------------------------------------
+// Network
+// ---------------------------------------------------------------------------
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn network_deny_refuses_dns_loopback_and_unix_sockets() {
+    require_sandbox!();
+    let world = World::new();
+    let (tcp, port) = tcp_listener();
+    let sock = TmpSocket::new(8);
+    // A socket in the project too, when the path fits in `sun_path`.
+    let in_project = world.project.join("p.sock");
+    let project_listener = (in_project.as_os_str().len() < 100).then(|| unix_listener(&in_project));
+    let script = format!(
+        "/usr/bin/curl -sS -m 20 https://example.com/ && echo CURL-INTERNET
+         {py} -c 'import socket; socket.getaddrinfo(\"example.com\", 443); print(\"RESOLVED\")'
+         {connect}
+         echo hi | /usr/bin/nc -U -w 3 {p} && echo PROJECT-SOCK-CONNECTED",
+        py = PYTHON,
+        connect = connect_script(port, &sock.path),
+        p = shq_path(&in_project),
+    );
+    let out = run_sh(&world, &script);
+    assert_line(&out, "RAN");
+    let got = tcp_received(&tcp);
+    assert!(
+        got.is_none(),
+        "the host TCP listener received {got:?}:\n{}",
+        both(&out)
+    );
+    let got = unix_received(&sock.listener);
+    assert!(
+        got.is_none(),
+        "the /tmp socket received {got:?}:\n{}",
+        both(&out)
+    );
+    let got = project_listener.as_ref().and_then(unix_received);
+    assert!(
+        got.is_none(),
+        "the project socket received {got:?}:\n{}",
+        both(&out)
+    );
+    for l in [
+        "CURL-INTERNET",
+        "RESOLVED",
+        "NC-CONNECTED",
+        "CURL-CONNECTED",
+        "BASH-CONNECTED",
+        "NCU-CONNECTED",
+        "CONNECTED",
+        "PROJECT-SOCK-CONNECTED",
+    ] {
+        assert_no_line_starting(&out, l);
+    }
+    // Positive control: the same probes, run on the host, reach both listeners.
+    let host_out = host("/bin/sh", &["-c", &connect_script(port, &sock.path)], LIMIT);
+    assert!(
+        tcp_received(&tcp).is_some(),
+        "host control: {}",
+        both(&host_out)
+    );
+    assert!(
+        unix_received(&sock.listener).is_some(),
+        "host control: {}",
+        both(&host_out)
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn network_allow_reaches_the_internet_and_loopback_but_not_unix_sockets() {
+    require_sandbox!();
+    let world = World::new();
+    let (tcp, port) = tcp_listener();
+    let sock = TmpSocket::new(9);
+    let out = run_sh_flags(
+        &world,
+        &["--network", "allow"],
+        &format!(
+            "/usr/bin/curl -sS -m 30 -o /dev/null https://example.com/ && echo CURL-INTERNET
+             echo hi-loopback | /usr/bin/nc -w 3 127.0.0.1 {port} && echo LOOPBACK-CONNECTED
+             echo hi | /usr/bin/nc -U -w 3 {u} && echo NCU-CONNECTED
+             {py} -c {code} {u}
+             echo RAN",
+            u = shq_path(&sock.path),
+            py = PYTHON,
+            code = shq(PY_UNIX_CONNECT),
+        ),
+    );
+    assert_line(&out, "RAN");
+    // Loopback TCP is reachable (`remote ip "*:*"`): host-side evidence.
+    let got = tcp_received(&tcp);
+    assert!(
+        got.as_deref()
+            .is_some_and(|b| b.starts_with(b"hi-loopback")),
+        "the host TCP listener received {got:?}:\n{}",
+        both(&out)
+    );
+    // Unix sockets stay shut: `remote ip` does not cover them.
+    let got = unix_received(&sock.listener);
+    assert!(
+        got.is_none(),
+        "the /tmp socket received {got:?}:\n{}",
+        both(&out)
+    );
+    assert_no_line_starting(&out, "NCU-CONNECTED");
+    assert_no_line_starting(&out, "CONNECTED");
+    // The internet, if the host has it (GitHub runners do).
+    let host_curl = host(
+        "/usr/bin/curl",
+        &["-sS", "-m", "30", "-o", "/dev/null", "https://example.com/"],
+        LIMIT,
+    );
+    if host_curl.status.success() {
+        assert_line(&out, "CURL-INTERNET");
+    } else {
+        loud_skip(
+            "the internet half of network allow",
+            &format!(
+                "the host itself cannot reach example.com\n{}",
+                both(&host_curl)
+            ),
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn network_allowlist_refuses_dns_and_direct_connections() {
+    require_sandbox!();
+    let world = World::new();
+    let (tcp, port) = tcp_listener();
+    // Whatever the allowlist becomes, DNS stays the proxy's and nothing
+    // connects around it (`--noproxy '*'`).
+    let out = run_sh_flags(
+        &world,
+        &["--network", "allowlist", "--allow-domain", "example.com"],
+        &format!(
+            "/usr/bin/curl --noproxy '*' -sS -m 20 -o /dev/null https://example.com/ && echo CURL-DIRECT
+             {py} -c 'import socket; socket.getaddrinfo(\"example.com\", 443); print(\"RESOLVED\")'
+             /usr/bin/nc -z -w 3 127.0.0.1 {port} && echo NC-CONNECTED
+             echo RAN",
+            py = PYTHON,
+        ),
+    );
+    assert_line(&out, "RAN");
+    assert!(tcp_received(&tcp).is_none(), "{}", both(&out));
+    for l in ["CURL-DIRECT", "RESOLVED", "NC-CONNECTED"] {
+        assert_no_line_starting(&out, l);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Read-only mode
+// ---------------------------------------------------------------------------
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn read_only_mode_reads_the_project_only_and_writes_nothing() {
+    require_sandbox!();
+    let world = World::new();
+    util::write(&world.project.join("notes.txt"), "project notes 456\n");
+    let ro = ["--read-only"];
+    let run = |argv: &[&str]| run_with(&world, &ro, argv, &[]);
+
+    // The loader works: no SIGABRT for plain system binaries.
+    let t = run(&["/usr/bin/true"]);
+    assert_eq!(t.status.signal(), None, "killed by a signal: {}", both(&t));
+    assert!(t.status.success(), "{}", both(&t));
+    let ls = run(&["/bin/ls", "."]);
+    assert_eq!(ls.status.signal(), None, "{}", both(&ls));
+    assert_line(&ls, "notes.txt");
+    let cat = run(&["/bin/cat", "notes.txt"]);
+    assert_line(&cat, "project notes 456");
+
+    // Reads outside the project and the system paths are refused.
+    let gitconfig = world.home.join(".gitconfig");
+    let home_read = run(&["/bin/cat", gitconfig.to_str().unwrap()]);
+    assert!(!home_read.status.success(), "{}", both(&home_read));
+    assert_absent(&home_read, "t@example.invalid");
+    let home_ls = run(&["/bin/ls", "-a", world.home.to_str().unwrap()]);
+    assert!(!home_ls.status.success(), "{}", both(&home_ls));
+    assert_absent(&home_ls, ".gitconfig");
+    let cred = run(&["/bin/cat", world.home.join(".netrc").to_str().unwrap()]);
+    assert_no_secret(&cred);
+
+    // No writes: not in the project, not in /tmp.
+    let name = format!("sbx-ro-{}", unique(10));
+    let tmp_target = format!("/tmp/{name}");
+    let touch_project = run(&["/usr/bin/touch", "ro-new.txt"]);
+    let touch_tmp = run(&["/usr/bin/touch", &tmp_target]);
+    let tmp_exists = Path::new("/private/tmp").join(&name).exists();
+    let _ = std::fs::remove_file(Path::new("/private/tmp").join(&name));
+    assert!(
+        !world.project.join("ro-new.txt").exists(),
+        "{}",
+        both(&touch_project)
+    );
+    assert!(!tmp_exists, "{}", both(&touch_tmp));
+    // A shell runs, and its writes fail the same way.
+    let sh = run(&[
+        "/bin/sh",
+        "-c",
+        "echo x > ro-sh.txt ; cat notes.txt ; echo SH-RAN",
+    ]);
+    assert_line(&sh, "SH-RAN");
+    assert_line(&sh, "project notes 456");
+    assert!(!world.project.join("ro-sh.txt").exists(), "{}", both(&sh));
+
+    // For the first-run record: whether the xcrun shims work in this mode
+    // (they load from Xcode or the Command Line Tools).
+    for argv in [
+        &["/usr/bin/git", "--version"][..],
+        &[PYTHON, "-c", "print(1)"][..],
+    ] {
+        let o = run(argv);
+        eprintln!(
+            "record: read-only {argv:?}: {:?} {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Nothing else changes on the host
+// ---------------------------------------------------------------------------
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn nothing_changes_on_the_host_but_allowed_writes() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    util::write(&world.project.join(".env"), &format!("K={SECRET}\n"));
+    plant_keychain_file(&world);
+    // Missing credential paths must stay missing.
+    std::fs::remove_dir_all(world.home.join(".kube")).unwrap();
+    std::fs::remove_file(world.home.join(".netrc")).unwrap();
+    let before = snapshot(&world.root);
+    let out = run_sh(
+        &world,
+        "touch \"$HOME/SBX_PWN\" ; mkdir -p \"$HOME/Library/LaunchAgents\" ; echo x >> \"$HOME/.bashrc\"
+         echo x > ../parent-pwn ; echo x > ../../root-pwn
+         echo x > \"$HOME/.ssh/id_new\" ; rm -f \"$HOME/.ssh/id_ed25519\" ; mv \"$HOME/.aws\" \"$HOME/aws2\"
+         mkdir -p \"$HOME/.kube\" ; echo x > \"$HOME/.netrc\" ; echo x > \"$HOME/.config/sbx/config.toml\"
+         rm -f \"$HOME/Library/Keychains/login.keychain-db\"
+         printf evil > .git/hooks/pre-commit ; /usr/bin/git config core.fsmonitor ./evil.sh ; mv .git .git2
+         rm -f .env ; mv .env env-moved
+         ln \"$HOME/.pypirc\" ./k ; cat ./k
+         echo allowed > allowed.txt ; mkdir -p made/dir && echo y > made/dir/f",
+    );
+    assert_no_secret(&out);
+    let after = snapshot(&world.root);
+    let changes = diff(&before, &after);
+    let allowed = [
+        "+ home/my project/allowed.txt",
+        "+ home/my project/made",
+        "+ home/my project/made/dir",
+        "+ home/my project/made/dir/f",
+    ];
+    let unexpected: Vec<&String> = changes
+        .iter()
+        .filter(|c| !allowed.iter().any(|a| c.starts_with(a)))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "unexpected host changes: {unexpected:#?}\n{}",
+        both(&out)
+    );
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.starts_with("+ home/my project/made/dir/f")),
+        "the allowed write did not happen: {changes:#?}\n{}",
+        both(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Descriptors the caller passes down
+// ---------------------------------------------------------------------------
+
+/// A descriptor the caller leaves open (a connected Unix socket to a host
+/// listener) must not reach the command. Seatbelt only limits acquiring
+/// resources, so an inherited socket stays usable; on Linux the inner stage
+/// closes every descriptor above 2, on macOS sbx `exec`s sandbox-exec with
+/// them open. The control runs the same child without sbx.
+#[test]
+#[ignore = "known gap on macOS: sbx execs sandbox-exec without closing inherited descriptors (src/exec.rs); run with --ignored once it does"]
+fn inherited_descriptors_do_not_reach_the_command() {
+    require_sandbox!();
+    let Some(py) = tool(PYTHON) else {
+        return;
+    };
+    let world = World::new();
+    let child_code =
+        "import socket,sys; socket.socket(fileno=int(sys.argv[1])).send(b'LEAK'); print('sent')";
+    let parent_code = r#"import socket, subprocess, sys
+path, use_sbx, sbx, py, child = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], sys.argv[5]
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+fd = s.fileno()
+argv = [py, "-c", child, str(fd)]
+if use_sbx:
+    argv = [sbx, "run", "--"] + argv
+r = subprocess.run(argv, pass_fds=[fd], capture_output=True, text=True)
+print("child-exit", r.returncode)
+print(r.stdout, r.stderr)
+"#;
+    for use_sbx in [false, true] {
+        let sock = TmpSocket::new(if use_sbx { 11 } else { 12 });
+        let env_source = sbx_cmd(&world);
+        let mut cmd = Command::new(py);
+        cmd.arg("-c")
+            .arg(parent_code)
+            .arg(&sock.path)
+            .arg(if use_sbx { "1" } else { "0" })
+            .arg(util::sbx_path())
+            .arg(py)
+            .arg(child_code)
+            .env_clear()
+            .envs(
+                env_source
+                    .get_envs()
+                    .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+            )
+            .current_dir(&world.project);
+        let out = output_within(cmd, LIMIT, false);
+        let received = unix_received(&sock.listener).unwrap_or_default();
+        let leaked = received.windows(4).any(|w| w == b"LEAK");
+        if use_sbx {
+            assert!(
+                !leaked,
+                "the inherited socket reached the sandbox: {}",
+                both(&out)
+            );
+        } else {
+            assert!(
+                leaked,
+                "control: the socket should carry bytes without sbx: {}",
+                both(&out)
+            );
+        }
+    }
+}
