@@ -22,3 +22,7 @@ mod profile;
 mod sandbox_linux;
 // Real Seatbelt runs on macOS (compiled everywhere, ignored off macOS).
 mod sandbox_macos;
+// Shell mode as agents and editors use it ($SHELL -c, stdin, tmux): sbx
+// behaves like bash byte for byte, sandboxed.
+#[cfg(target_os = "linux")]
+mod shell;
