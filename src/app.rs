@@ -11,6 +11,7 @@ use clap::{CommandFactory, Parser};
 
 use crate::backend::{self, Plan};
 use crate::banner::{self, Style};
+use crate::config;
 use crate::cli::{self, Cli, Cmd, FormatArg, PlatformArg, PolicyArgs, ShellInvocation};
 use crate::error::EXIT_SBX_FAILED;
 use crate::policy::{self, Host, Platform, Policy};
@@ -60,7 +61,7 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
                 command.push(policy.shell.clone().into_os_string());
             }
             policy.command = command;
-            let plan = render(&policy, &host, true)?.map_err(anyhow::Error::msg)?;
+            let plan = render(&policy, &host, true, None)?.map_err(anyhow::Error::msg)?;
             let text = match args.format {
                 FormatArg::Text => match &plan.profile {
                     Some(profile) => profile.clone(),
@@ -213,12 +214,19 @@ fn run_with(
         }
         return crate::exec::exec_unsandboxed(&policy.command);
     }
-    if matches!(policy.network, policy::Network::Allowlist(_)) {
-        banner::warn(
-            style,
-            "network = \"allowlist\" is not supported yet: the network is denied instead (use network = \"allow\" or \"deny\")",
-        );
-    }
+    let proxy = match &policy.network {
+        policy::Network::Allowlist(rules) if policy.platform == Platform::Linux => {
+            Some(start_proxy(rules, &host, policy.banner != config::BannerMode::Never)?)
+        }
+        policy::Network::Allowlist(_) => {
+            banner::warn(
+                style,
+                "network = \"allowlist\" is not supported on this platform yet: the network is denied instead (use network = \"allow\" or \"deny\")",
+            );
+            None
+        }
+        _ => None,
+    };
     if let Some(exe) = &host.self_exe {
         if policy.writable.iter().any(|w| exe.starts_with(w)) {
             banner::warn(
@@ -230,11 +238,75 @@ fn run_with(
             );
         }
     }
-    let plan = match render(&policy, &host, false)? {
+    let plan = match render(&policy, &host, false, proxy.as_ref().map(|p| &p.proxy))? {
         Ok(plan) => plan,
-        Err(cause) => return unavailable(&policy, style, &cause),
+        Err(cause) => {
+            drop(proxy);
+            return unavailable(&policy, style, &cause);
+        }
     };
-    run_plan(&plan, &policy, style, shell_command)
+    run_plan(&plan, &policy, style, shell_command, proxy)
+}
+
+/// The allowlist proxy of one run, served by this process; its private
+/// directory is removed when it is dropped.
+struct RunningProxy {
+    dir: PathBuf,
+    proxy: backend::bwrap::Proxy,
+}
+
+impl Drop for RunningProxy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Start the allowlist proxy on a Unix socket in a fresh private directory
+/// (0700, under `$XDG_RUNTIME_DIR` or sbx's cache directory), with a random
+/// credential. Each refusal is reported on stderr when `log` is set.
+fn start_proxy(rules: &[crate::netrule::HostRule], host: &Host, log: bool) -> Result<RunningProxy> {
+    use std::os::unix::fs::DirBuilderExt;
+    let token = crate::proxy::random_token().context("making the proxy credential")?;
+    let base = host
+        .var("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute() && d.is_dir())
+        .or_else(|| host.cache_dir.clone())
+        .context("no directory for the proxy socket (set XDG_RUNTIME_DIR)")?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&base)
+        .with_context(|| format!("creating {}", base.display()))?;
+    let dir = base.join(format!("sbx-proxy-{}-{}", std::process::id(), &token[..8]));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("creating the proxy directory {}", dir.display()))?;
+    let running = RunningProxy {
+        dir: dir.clone(),
+        proxy: backend::bwrap::Proxy {
+            socket: dir.join("proxy.sock"),
+            token: token.clone(),
+        },
+    };
+    let listener = std::os::unix::net::UnixListener::bind(&running.proxy.socket)
+        .with_context(|| format!("listening on {}", running.proxy.socket.display()))?;
+    let config = crate::proxy::Config::new(rules.to_vec(), token, move |line: &str| {
+        if log {
+            eprintln!("sbx: {}", banner::sanitize(line));
+        }
+    });
+    let config = std::sync::Arc::new(config);
+    std::thread::spawn(move || {
+        // Signals are for the main thread's signalfd: a SIGCHLD taken (and
+        // dropped) by this thread would leave sbx waiting for bubblewrap
+        // forever. The connection threads inherit this mask.
+        #[cfg(target_os = "linux")]
+        crate::supervise::block_all_signals();
+        crate::proxy::serve_unix(listener, config)
+    });
+    Ok(running)
 }
 
 /// The sandbox cannot be enforced here: refuse with `require`, else run the
@@ -257,7 +329,13 @@ fn unavailable(policy: &Policy, style: Style, cause: &str) -> Result<Infallible>
 /// neutralise "runs later" paths that did not exist (so could not be mounted
 /// read-only) if the command creates them.
 #[cfg(target_os = "linux")]
-fn run_plan(plan: &Plan, policy: &Policy, style: Style, shell_command: bool) -> Result<Infallible> {
+fn run_plan(
+    plan: &Plan,
+    policy: &Policy,
+    style: Style,
+    shell_command: bool,
+    proxy: Option<RunningProxy>,
+) -> Result<Infallible> {
     let mut watch: Vec<PathBuf> = policy
         .protected
         .iter()
@@ -275,7 +353,9 @@ fn run_plan(plan: &Plan, policy: &Policy, style: Style, shell_command: bool) -> 
         }
     };
     let warn = |text: &str| banner::warn(style, text);
-    match crate::exec::run_sandboxed(plan, &watch, &on_started, &warn)? {
+    let outcome = crate::exec::run_sandboxed(plan, &watch, &on_started, &warn);
+    drop(proxy);
+    match outcome? {
         crate::exec::Outcome::Exited(code) => {
             if watch_git {
                 crate::exec::inspect_new_git(&new_git, &warn);
@@ -298,7 +378,13 @@ fn run_plan(plan: &Plan, policy: &Policy, style: Style, shell_command: bool) -> 
 }
 
 #[cfg(not(target_os = "linux"))]
-fn run_plan(plan: &Plan, policy: &Policy, style: Style, shell_command: bool) -> Result<Infallible> {
+fn run_plan(
+    plan: &Plan,
+    policy: &Policy,
+    style: Style,
+    shell_command: bool,
+    _proxy: Option<RunningProxy>,
+) -> Result<Infallible> {
     if banner::wanted(policy.banner, shell_command) {
         banner::print_active(style, &banner::summary(policy, "seatbelt"));
     }
@@ -319,7 +405,12 @@ fn full_command(policy: &Policy, command: Vec<OsString>, shell_mode: bool) -> Ve
 /// that cannot be rendered (sbx refuses: 125); the inner one a backend that is
 /// not available here, with its cause. For a dry run a missing backend is not
 /// an error: the plan names the bubblewrap that would be used.
-fn render(policy: &Policy, host: &Host, dry_run: bool) -> Result<Result<Plan, String>> {
+fn render(
+    policy: &Policy,
+    host: &Host,
+    dry_run: bool,
+    proxy: Option<&backend::bwrap::Proxy>,
+) -> Result<Result<Plan, String>> {
     match policy.platform {
         Platform::Linux => {
             let path_var = host.var("PATH").map(|p| p.as_os_str());
@@ -332,7 +423,20 @@ fn render(policy: &Policy, host: &Host, dry_run: bool) -> Result<Result<Plan, St
                 .self_exe
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("sbx"));
-            Ok(Ok(backend::bwrap::render(policy, &bwrap, &sbx, None)))
+            // A dry run shows where the per-run proxy would be.
+            let shown;
+            let proxy = match proxy {
+                Some(p) => Some(p),
+                None if dry_run => {
+                    shown = backend::bwrap::Proxy {
+                        socket: PathBuf::from("$XDG_RUNTIME_DIR/sbx-proxy-PER-RUN/proxy.sock"),
+                        token: "PER-RUN-TOKEN".into(),
+                    };
+                    Some(&shown)
+                }
+                None => None,
+            };
+            Ok(Ok(backend::bwrap::render(policy, &bwrap, &sbx, proxy)))
         }
         Platform::Macos => {
             let plan = backend::seatbelt::render(policy)?;

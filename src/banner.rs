@@ -71,7 +71,10 @@ pub fn summary(policy: &Policy, backend: &str) -> String {
     let network = match &policy.network {
         Network::Deny => "network deny".to_string(),
         Network::Allow => "network allow".to_string(),
-        Network::Allowlist(_) => "network deny (allowlist not supported yet)".to_string(),
+        Network::Allowlist(rules) if policy.platform == crate::policy::Platform::Linux => {
+            format!("network allowlist ({} hosts, via proxy)", rules.len())
+        }
+        Network::Allowlist(_) => "network deny (allowlist not supported here yet)".to_string(),
     };
     let write = match policy.filesystem {
         FsSetting::Unrestricted => "write anywhere".to_string(),

@@ -24,7 +24,7 @@ use std::convert::Infallible;
 use std::ffi::OsString;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -68,6 +68,15 @@ pub fn run(
     // The filter is installed here, in PID 1, and inherited by the command:
     // no process in the sandbox is ever without it.
     seccomp::apply(&seccomp::programs(opts)?)?;
+    // The relay is up before the sandbox is reported ready, and after the
+    // inherited descriptors are gone (its listener is one of ours).
+    let lifeline_fd = ready_fd.and_then(|fd| {
+        let path = format!("/proc/self/fd/{fd}");
+        std::fs::metadata(&path)
+            .is_ok_and(|m| m.file_type().is_fifo())
+            .then_some(fd)
+    });
+    close_inherited_fds(lifeline_fd)?;
     let filter = match proxy_socket {
         Some(socket) => {
             start_relay(socket)?;
@@ -75,11 +84,10 @@ pub fn run(
         }
         None => None,
     };
-    let lifeline = match ready_fd {
+    let lifeline = match lifeline_fd {
         Some(fd) => report_ready(fd)?,
         None => None,
     };
-    close_inherited_fds(lifeline.as_ref().map(|f| f.as_raw_fd()))?;
 
     // The command starts with the signal mask sbx was started with (std
     // resets SIGPIPE, not the mask), so signals are routed only after the
@@ -125,6 +133,9 @@ fn start_relay(socket: &Path) -> Result<()> {
         .with_context(|| format!("listening on 127.0.0.1:{port} inside the sandbox"))?;
     let socket = socket.to_path_buf();
     std::thread::spawn(move || {
+        // Signals are for PID 1's signalfd (see supervise.rs); the relay
+        // threads inherit this mask.
+        crate::supervise::block_all_signals();
         for conn in listener.incoming() {
             let Ok(tcp) = conn else { continue };
             let socket = socket.clone();
@@ -167,6 +178,8 @@ fn report_ready(fd: i32) -> Result<Option<std::fs::File>> {
         .write(true)
         .open(&path)
         .context("opening the ready pipe")?;
+    // The inherited descriptor itself would pass to the command.
+    nix::unistd::close(fd).context("closing the inherited ready descriptor")?;
     if pipe.write_all(b"1").is_err() {
         // Nobody reads: the outer sbx is gone, and so must the sandbox be.
         std::process::exit(125);

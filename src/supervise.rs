@@ -83,6 +83,14 @@ pub fn route_signals(all: bool) -> Result<(SignalFd, MaskGuard)> {
     Ok((fd, guard))
 }
 
+/// Block every signal in the calling thread. Every thread but the one
+/// reading the signalfd must do this first: a process-directed signal goes to
+/// any thread that does not block it, and a SIGCHLD taken by another thread
+/// is lost to the signalfd.
+pub fn block_all_signals() {
+    let _ = SigSet::all().thread_block();
+}
+
 /// Restores the signal mask it holds when dropped.
 pub struct MaskGuard(SigSet);
 
