@@ -73,7 +73,12 @@ fn host_sh(world: &World, script: &str) -> Command {
 
 /// Run to completion with `stdin` (closed when `None`), capturing stdout and
 /// stderr; panic if it takes longer than `DEADLINE`.
-fn output(mut cmd: Command, stdin: Option<&[u8]>) -> Output {
+fn output(cmd: Command, stdin: Option<&[u8]>) -> Output {
+    output_within(cmd, stdin, DEADLINE)
+}
+
+/// The same with a deadline of `limit`.
+fn output_within(mut cmd: Command, stdin: Option<&[u8]>, limit: Duration) -> Output {
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
@@ -100,8 +105,8 @@ fn output(mut cmd: Command, stdin: Option<&[u8]>) -> Output {
     };
     let out = reader(Box::new(child.stdout.take().unwrap()));
     let err = reader(Box::new(child.stderr.take().unwrap()));
-    let status = wait_within(&mut child, DEADLINE)
-        .unwrap_or_else(|| panic!("{shown} did not finish within {DEADLINE:?}"));
+    let status = wait_within(&mut child, limit)
+        .unwrap_or_else(|| panic!("{shown} did not finish within {limit:?}"));
     writer.join().unwrap();
     Output {
         status,
@@ -595,6 +600,29 @@ fn dash_c_prints_warnings_and_the_banner_when_asked() {
     let out = output(sbx(&world, &["-c", "echo hi"]), None);
     assert_eq!(text(&out.stdout), "hi\n");
     assert!(text(&out.stderr).starts_with("🔒 sbx: "), "{}", show(&out));
+}
+
+#[test]
+fn dash_c_returns_with_a_network_allowlist() {
+    // Regression: with `network = "allowlist"` in the user config, `sbx -c
+    // 'echo ok'` printed ok and then usually never returned (18 of 20 runs
+    // hung for 10 s by hand). PID 1 started the proxy relay thread before
+    // blocking signals for its signalfd, in its own thread only (the relay
+    // thread's SigBlk was 0): the command's SIGCHLD went to the relay
+    // thread, where it is ignored, so PID 1 never learnt the command ended.
+    require_sandbox!();
+    let world = World::new();
+    world
+        .user_config("[sandbox]\nnetwork = \"allowlist\"\nnetwork_allowlist = [\"example.com\"]\n");
+    for _ in 0..5 {
+        let out = output_within(
+            sbx(&world, &["-c", "echo ok"]),
+            None,
+            Duration::from_secs(15),
+        );
+        assert_eq!(text(&out.stdout), "ok\n", "{}", show(&out));
+        assert!(out.status.success(), "{}", show(&out));
+    }
 }
 
 #[test]
