@@ -11,8 +11,8 @@ use clap::{CommandFactory, Parser};
 
 use crate::backend::{self, Plan};
 use crate::banner::{self, Style};
-use crate::config;
 use crate::cli::{self, Cli, Cmd, FormatArg, PlatformArg, PolicyArgs, ShellInvocation};
+use crate::config;
 use crate::error::EXIT_SBX_FAILED;
 use crate::policy::{self, Host, Platform, Policy};
 
@@ -214,10 +214,16 @@ fn run_with(
         }
         return crate::exec::exec_unsandboxed(&policy.command);
     }
+    if policy.platform == Platform::Macos && policy.unix_sockets {
+        banner::warn(
+            style,
+            "unix_sockets = \"allow\" is not supported on macOS yet: Unix sockets stay denied",
+        );
+    }
     let proxy = match &policy.network {
-        policy::Network::Allowlist(rules) if policy.platform == Platform::Linux => {
-            Some(start_proxy(rules, &host, policy.banner != config::BannerMode::Never)?)
-        }
+        policy::Network::Allowlist(rules) if policy.platform == Platform::Linux => Some(
+            start_proxy(rules, &host, policy.banner != config::BannerMode::Never)?,
+        ),
         policy::Network::Allowlist(_) => {
             banner::warn(
                 style,

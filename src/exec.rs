@@ -108,7 +108,12 @@ pub fn check_command(command: &[OsString], path_var: Option<&OsStr>, cwd: &Path)
 /// Replace sbx with the plan's program (macOS; on Linux sbx stays the parent).
 #[cfg_attr(target_os = "linux", allow(dead_code))]
 pub fn exec(plan: &Plan) -> Result<Infallible> {
-    let err = prepare(plan)?.exec();
+    let mut cmd = prepare(plan)?;
+    // A descriptor the caller left open (a socket to a host service, say)
+    // must not cross into the sandbox: Seatbelt checks only what is opened
+    // after it applies.
+    close_on_exec_above_stderr();
+    let err = cmd.exec();
     Err(err).with_context(|| format!("cannot execute {}", plan.program.display()))
 }
 
@@ -428,6 +433,26 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
         hooks.join(", "),
         risky.join(", ")
     ));
+}
+
+/// Mark every descriptor above 2 close-on-exec.
+fn close_on_exec_above_stderr() {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    let dir = if Path::new("/proc/self/fd").is_dir() {
+        "/proc/self/fd"
+    } else {
+        "/dev/fd"
+    };
+    let fds: Vec<i32> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in fds {
+        let _ = fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
+    }
 }
 
 /// Run a command as it is, without any sandbox.

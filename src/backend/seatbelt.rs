@@ -461,6 +461,11 @@ impl Profile {
                 for root in &policy.writable {
                     let expr = p.path_expr("WRITABLE_ROOT", root)?;
                     p.line(&format!("(allow file-write* (subpath {expr}))"));
+                    // Hard links and clones are operations of their own
+                    // (checked on the source); git, pnpm and ccache need them
+                    // inside the project. The credential block still denies
+                    // them on every credential path.
+                    p.line(&format!("(allow file-link file-clone (subpath {expr}))"));
                 }
                 policy.writable.clone()
             }

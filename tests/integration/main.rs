@@ -11,6 +11,7 @@ mod cli;
 // command never runs.
 mod config;
 // "Never pretend": no/failing/disabled backend, --unsandboxed, `sbx check`.
+#[cfg(target_os = "linux")]
 mod failmodes;
 // Committed man page and completions match what the binary generates.
 mod generated;

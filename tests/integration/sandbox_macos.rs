@@ -13,9 +13,7 @@
 //! nc,script,open,osascript,security,pgrep}`). `SBX_TEST_SHOW=1` prints
 //! every sandboxed run's output. Checks that change the user's session
 //! (launching an app on the host, adding keychain items, the pasteboard) run
-//! only under CI (`CI=true`) or with `SBX_TEST_INTRUSIVE=1`. One test is
-//! ignored everywhere: a known gap (inherited descriptors), kept ready to
-//! run with `--ignored` once sbx closes them on macOS.
+//! only under CI (`CI=true`) or with `SBX_TEST_INTRUSIVE=1`.
 //!
 //! Nobody has run this yet. The first macOS run must confirm these
 //! assumptions (the VERIFY items of reference/macos-sbpl.md); a failure of
@@ -2202,11 +2200,14 @@ fn nothing_changes_on_the_host_but_allowed_writes() {
 
 /// A descriptor the caller leaves open (a connected Unix socket to a host
 /// listener) must not reach the command. Seatbelt only limits acquiring
-/// resources, so an inherited socket stays usable; on Linux the inner stage
-/// closes every descriptor above 2, on macOS sbx `exec`s sandbox-exec with
-/// them open. The control runs the same child without sbx.
+/// resources, so an inherited socket would stay usable: sbx marks every
+/// descriptor above 2 close-on-exec before it execs sandbox-exec. The
+/// control runs the same child without sbx.
 #[test]
-#[ignore = "known gap on macOS: sbx execs sandbox-exec without closing inherited descriptors (src/exec.rs); run with --ignored once it does"]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
 fn inherited_descriptors_do_not_reach_the_command() {
     require_sandbox!();
     let Some(py) = tool(PYTHON) else {
