@@ -117,15 +117,7 @@ fn filter(command: &[OsString]) -> Result<ExitCode> {
         bail!("no command given");
     };
     let err = std::process::Command::new(program).args(args).exec();
-    let name = program.to_string_lossy();
-    let code = if err.kind() == std::io::ErrorKind::NotFound {
-        eprintln!("sbx: {name}: command not found inside the sandbox");
-        127
-    } else {
-        eprintln!("sbx: {name}: cannot execute: {err}");
-        126
-    };
-    Ok(ExitCode::from(code))
+    Ok(ExitCode::from(crate::error::spawn_failure(program, &err)))
 }
 
 #[cfg(not(target_os = "linux"))]

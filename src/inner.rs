@@ -102,17 +102,7 @@ pub fn run(
     };
     let child = match cmd.args(args).spawn() {
         Ok(child) => child,
-        Err(e) => {
-            let name = program.to_string_lossy();
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                eprintln!("sbx: {name}: command not found inside the sandbox");
-                127
-            } else {
-                eprintln!("sbx: {name}: cannot execute: {e}");
-                126
-            };
-            std::process::exit(code);
-        }
+        Err(e) => std::process::exit(i32::from(crate::error::spawn_failure(program, &e))),
     };
     let pid = Pid::from_raw(child.id() as i32);
     let (signals, _mask) = crate::supervise::route_signals(true)?;

@@ -81,6 +81,25 @@ impl Plan {
     }
 }
 
+/// Compare `actual` with `tests/golden/NAME`, or write it when `SBX_BLESS=1`.
+#[cfg(test)]
+pub(crate) fn assert_golden(name: &str, actual: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("SBX_BLESS").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing {}: run with SBX_BLESS=1", path.display()));
+    assert_eq!(
+        expected, actual,
+        "golden file {name} differs (SBX_BLESS=1 rewrites it)"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! services), a property test with arbitrary paths, and the `.env` regex run
 //! through the `regex` crate. Enforcement itself is tested on a macOS runner.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use proptest::prelude::*;
 
@@ -218,21 +218,7 @@ fn golden_text(plan: &Plan) -> String {
 
 /// Compare with `tests/golden/NAME`, or write it when `SBX_BLESS=1`.
 fn golden(name: &str, plan: &Plan) {
-    let actual = golden_text(plan);
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("SBX_BLESS").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing {}: run with SBX_BLESS=1", path.display()));
-    assert_eq!(
-        expected, actual,
-        "golden file {name} differs (SBX_BLESS=1 rewrites it)"
-    );
+    crate::backend::assert_golden(name, &golden_text(plan));
 }
 
 // ---------------------------------------------------------------- s-expression reader
