@@ -16,6 +16,9 @@ _sbx() {
             ",$1")
                 cmd="sbx"
                 ;;
+            sbx,__connect)
+                cmd="sbx__subcmd____connect"
+                ;;
             sbx,__filter)
                 cmd="sbx__subcmd____filter"
                 ;;
@@ -47,8 +50,22 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-h -V --help --version run profile check completions man __inner __filter __probe"
+            opts="-h -V --help --version run profile check completions man __inner __filter __connect __probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd____connect)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -33,6 +33,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a co
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "man" -d 'Print the man page (roff)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__inner" -d 'Internal: the second stage, run by bubblewrap inside the sandbox as PID 1'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__filter" -d 'Internal: add the Unix-socket filter, then exec the command'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "__connect" -d 'Internal: an ssh ProxyCommand that tunnels through the allowlist proxy'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__probe" -d 'Internal: what `sbx check` runs inside a sandbox'
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l config -d 'Read this configuration file (trusted like the user file) [env: SBX_CONFIG]' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l network -d 'Network mode' -r -f -a "deny\t''
@@ -84,4 +85,5 @@ complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l proxy-socket -d 'Rel
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l allow-unix-sockets -d 'Let the command create Unix sockets'
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __filter" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand __connect" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __probe" -s h -l help -d 'Print help'

@@ -85,6 +85,7 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
         }
         Some(Cmd::Inner(args)) => inner(args),
         Some(Cmd::Filter { command }) => filter(&command),
+        Some(Cmd::Connect { host, port }) => crate::proxy::connect_stdio(&host, port),
         Some(Cmd::Probe {
             write,
             read,

@@ -55,6 +55,9 @@ pub enum Cmd {
         #[arg(required = true, allow_hyphen_values = true, last = true)]
         command: Vec<OsString>,
     },
+    /// Internal: an ssh ProxyCommand that tunnels through the allowlist proxy.
+    #[command(name = "__connect", hide = true)]
+    Connect { host: String, port: u16 },
     /// Internal: what `sbx check` runs inside a sandbox.
     #[command(name = "__probe", hide = true)]
     Probe {

@@ -55,8 +55,9 @@ impl Proxy {
         format!("http://sbx:{}@127.0.0.1:{PROXY_PORT}", self.token)
     }
 
-    /// The variables that point proxy-aware programs at it.
-    pub fn env(&self) -> Vec<(String, String)> {
+    /// The variables that point proxy-aware programs at it. `sbx` is the
+    /// executable as seen inside, for git over ssh (`host:22` must be listed).
+    pub fn env(&self, sbx: &Path) -> Vec<(String, String)> {
         let url = self.url();
         let mut vars = Vec::new();
         for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
@@ -70,6 +71,15 @@ impl Proxy {
             "JAVA_TOOL_OPTIONS".into(),
             format!(
                 "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={PROXY_PORT} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={PROXY_PORT}"
+            ),
+        ));
+        // ssh reaches an allowed host:22 through the proxy with sbx itself as
+        // the ProxyCommand, so no netcat is needed inside.
+        vars.push((
+            "GIT_SSH_COMMAND".into(),
+            format!(
+                "ssh -o ProxyCommand='{} __connect %h %p'",
+                sbx.display().to_string().replace('\'', "'\\''")
             ),
         ));
         vars
@@ -189,7 +199,7 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
     for (k, v) in &policy.env.set {
         a.flags(&["--setenv", k, v]);
     }
-    for (k, v) in proxy.map(Proxy::env).unwrap_or_default() {
+    for (k, v) in proxy.map(|p| p.env(sbx)).unwrap_or_default() {
         a.flags(&["--setenv", &k, &v]);
     }
     a.flags(&["--"]);
