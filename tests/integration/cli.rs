@@ -4,16 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
-use std::time::Duration;
-
 use predicates::prelude::*;
 
 use crate::require_sandbox;
-use crate::util::{sbx_path, write, World};
-
-/// Every invocation gets a deadline: a test must never hang on a shell that
-/// was started by mistake.
-const DEADLINE: Duration = Duration::from_secs(60);
+use crate::util::{sbx_path, write, World, DEADLINE};
 
 // ---------------------------------------------------------------- help, version
 

@@ -12,14 +12,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use predicates::prelude::*;
 
 use crate::require_sandbox;
-use crate::util::{write, World};
-
-const DEADLINE: Duration = Duration::from_secs(60);
+use crate::util::{write, World, DEADLINE};
 
 // ================================================================ bad input
 

@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::host::{both, stdout, tool};
 use crate::require_sandbox;
 use crate::util::{self, World};
 
@@ -67,22 +68,8 @@ fn expected_uid_map_cause() -> &'static str {
     }
 }
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// stdout and stderr together, for messages.
-fn both(out: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        stdout(out),
-        stderr(out)
-    )
 }
 
 /// The script every run uses: write a file in $HOME (refused by the
@@ -274,16 +261,8 @@ const PYTHON: &str = "/usr/bin/python3";
 /// world's clean environment, answering `answer` to the prompt. Returns what
 /// appeared on the terminal, the exit status and whether it prompted.
 fn run_on_pty(world: &World, answer: &str, args: &[&str]) -> (String, i32, bool) {
-    let template = world.sbx_std();
-    let mut py = Command::new(PYTHON);
-    py.env_clear();
-    for (k, v) in template.get_envs() {
-        if let Some(v) = v {
-            py.env(k, v);
-        }
-    }
-    py.current_dir(template.get_current_dir().unwrap())
-        .arg("-c")
+    let mut py = world.host_cmd(PYTHON);
+    py.arg("-c")
         .arg(PTY_DRIVER)
         .arg(answer)
         .arg(util::sbx_path())
@@ -304,29 +283,16 @@ fn run_on_pty(world: &World, answer: &str, args: &[&str]) -> (String, i32, bool)
     (text, code, prompted)
 }
 
+/// Whether Python, which drives the pseudo-terminal, is installed.
 fn have_python() -> bool {
-    if Path::new(PYTHON).exists() {
-        return true;
-    }
-    if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") {
-        panic!("{PYTHON} is needed for the pseudo-terminal tests");
-    }
-    eprintln!("skipped: {PYTHON} is missing (needed for a pseudo-terminal)");
-    false
+    tool(&[PYTHON]).is_some()
 }
 
 /// `setsid -w sbx ARGS`: sbx in a new session, so it has no controlling
 /// terminal and /dev/tty cannot be opened; stdin, stdout, stderr are pipes.
 fn run_without_terminal(world: &World, args: &[&str]) -> Output {
-    let template = world.sbx_std();
-    let mut cmd = Command::new("setsid");
-    cmd.env_clear();
-    for (k, v) in template.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    cmd.current_dir(template.get_current_dir().unwrap())
+    world
+        .host_cmd("setsid")
         .arg("-w")
         .arg(util::sbx_path())
         .args(args)

@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod util;
+// Host-side evidence shared by the suites: output, listeners, snapshots.
+mod host;
 
 // Command line: help, usage errors, `--` handling, shell-mode detection.
 mod cli;

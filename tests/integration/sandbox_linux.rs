@@ -13,16 +13,16 @@
 //! them. `SBX_TEST_SHOW=1` prints every sandboxed run's output, to see why
 //! a check holds.
 
-use std::collections::BTreeMap;
-use std::io::{ErrorKind, Read};
-use std::net::TcpListener;
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::symlink;
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::host::{
+    assert_no_secret, both, diff, kill_all, secret_files, shq, shq_path, snapshot, stdout,
+    tcp_listener, tcp_received, tool, unique, unix_listener, unix_received,
+};
 use crate::require_sandbox;
 use crate::util::{self, World, SECRET};
 
@@ -62,30 +62,6 @@ fn run_py(world: &World, code: &str, args: &[&str]) -> Output {
     run(world, &argv, &[])
 }
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// stdout and stderr together, for messages.
-fn both(out: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// The planted secret must not appear anywhere in what the command printed.
-fn assert_no_secret(out: &Output) {
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!all.contains(SECRET), "the secret leaked:\n{}", both(out));
-}
-
 /// Assert a marker line printed by the command (a positive control).
 fn assert_line(out: &Output, line: &str) {
     assert!(
@@ -101,23 +77,6 @@ fn assert_no_line_starting(out: &Output, prefix: &str) {
         "unexpected line starting with {prefix:?}:\n{}",
         both(out)
     );
-}
-
-/// Quote for `sh`.
-fn shq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-fn shq_path(p: &Path) -> String {
-    shq(p.to_str().unwrap())
-}
-
-/// A string no other test (or earlier run) uses: `BASE.<pid><n>`, usable as
-/// a `sleep` duration, so `pgrep` finds only this test's processes.
-fn unique(base: u32) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let n = N.fetch_add(1, Ordering::SeqCst);
-    format!("{base}.{}{n:03}", std::process::id())
 }
 
 /// How a host process's command line (arguments joined by spaces) is matched.
@@ -170,184 +129,20 @@ fn pgrep_until(m: Match, timeout: Duration, want: impl Fn(&[u32]) -> bool) -> Ve
     }
 }
 
-/// SIGKILL each PID (cleanup after a failed check).
-fn kill_all(pids: &[u32]) {
-    for pid in pids {
-        let _ = Command::new("sh")
-            .args(["-c", &format!("kill -9 {pid}")])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// A tool the test needs. Missing: skip, or fail when CI requires the sandbox
-/// tests to run (`.ci/run` installs them).
-fn tool(candidates: &[&str]) -> Option<PathBuf> {
-    if let Some(p) = candidates.iter().map(PathBuf::from).find(|p| p.is_file()) {
-        return Some(p);
-    }
-    if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") {
-        panic!("SBX_TEST_REQUIRE_SANDBOX=1 but none of {candidates:?} is installed");
-    }
-    eprintln!("skipped: none of {candidates:?} is installed");
-    None
-}
+/// How long a host listener waits for a connection that may still be in
+/// flight once the sandboxed command has exited.
+const LISTEN_GRACE: Duration = Duration::from_millis(300);
 
 /// Where the system Python is looked for (never a pyenv shim on PATH: it
 /// needs the real HOME).
 const PYTHONS: &[&str] = &["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"];
 
 fn python() -> PathBuf {
-    tool(PYTHONS).unwrap()
+    PathBuf::from(tool(PYTHONS).unwrap())
 }
 
 fn have_python() -> bool {
     tool(PYTHONS).is_some()
-}
-
-/// Files under HOME that hold the planted secret (every credential file the
-/// harness plants), as paths relative to HOME.
-fn secret_files(world: &World) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![world.home.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let ft = e.file_type().unwrap();
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if ft.is_file()
-                && std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains(SECRET))
-            {
-                out.push(e.path().strip_prefix(&world.home).unwrap().to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    assert!(
-        out.len() >= 10,
-        "the harness planted fewer secrets than expected: {out:?}"
-    );
-    out
-}
-
-/// Every entry under `root` (not following symlinks): kind, mode and content.
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
-    let mut map = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            // A directory the test user cannot list (mode 000): recorded as
-            // such by its own entry.
-            map.insert(
-                dir.strip_prefix(root).unwrap().join("(unlistable)"),
-                String::new(),
-            );
-            continue;
-        };
-        for e in entries.flatten() {
-            let path = e.path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let mode = meta.permissions().mode();
-            let rel = path.strip_prefix(root).unwrap().to_path_buf();
-            let desc = if meta.file_type().is_symlink() {
-                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
-            } else if meta.is_dir() {
-                stack.push(path.clone());
-                format!("dir {mode:o}")
-            } else {
-                match std::fs::read(&path) {
-                    Ok(body) => format!("file {mode:o} {}", String::from_utf8_lossy(&body)),
-                    Err(e) => format!("file {mode:o} (unreadable: {e})"),
-                }
-            };
-            map.insert(rel, desc);
-        }
-    }
-    map
-}
-
-/// Entries added, removed or changed between two snapshots.
-fn diff(before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) -> Vec<String> {
-    let mut out = Vec::new();
-    for (p, d) in after {
-        match before.get(p) {
-            None => out.push(format!("+ {} ({d})", p.display())),
-            Some(old) if old != d => out.push(format!("~ {} ({old} => {d})", p.display())),
-            _ => {}
-        }
-    }
-    for p in before.keys().filter(|p| !after.contains_key(*p)) {
-        out.push(format!("- {}", p.display()));
-    }
-    out
-}
-
-/// A loopback TCP listener that never blocks the test.
-fn tcp_listener() -> (TcpListener, u16) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let port = l.local_addr().unwrap().port();
-    (l, port)
-}
-
-/// What a non-blocking TCP listener received, once the sandboxed command has
-/// finished: a completed connection waits in the backlog even if never
-/// accepted, so `None` after a short grace period means nobody connected.
-fn tcp_received(l: &TcpListener) -> Option<Vec<u8>> {
-    let start = Instant::now();
-    loop {
-        match l.accept() {
-            Ok((mut s, _)) => return Some(read_all(&mut s)),
-            Err(e)
-                if e.kind() == ErrorKind::WouldBlock
-                    && start.elapsed() < Duration::from_millis(300) =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
-            Err(e) => panic!("accept: {e}"),
-        }
-    }
-}
-
-/// The same for a Unix listener.
-fn unix_received(l: &UnixListener) -> Option<Vec<u8>> {
-    let start = Instant::now();
-    loop {
-        match l.accept() {
-            Ok((mut s, _)) => {
-                s.set_nonblocking(false).unwrap();
-                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                let mut buf = Vec::new();
-                let _ = s.read_to_end(&mut buf);
-                return Some(buf);
-            }
-            Err(e)
-                if e.kind() == ErrorKind::WouldBlock
-                    && start.elapsed() < Duration::from_millis(300) =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
-            Err(e) => panic!("accept: {e}"),
-        }
-    }
-}
-
-fn read_all(s: &mut std::net::TcpStream) -> Vec<u8> {
-    s.set_nonblocking(false).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let mut buf = Vec::new();
-    let _ = s.read_to_end(&mut buf);
-    buf
-}
-
-/// A Unix listener on a path.
-fn unix_listener(path: &Path) -> UnixListener {
-    let _ = std::fs::remove_file(path);
-    let l = UnixListener::bind(path).unwrap();
-    l.set_nonblocking(true).unwrap();
-    l
 }
 
 /// A Unix listener in the abstract namespace of the host's network namespace.
@@ -379,20 +174,6 @@ for name in sys.argv[1:]:
     except OSError as e:
         print("REFUSED", name, e.errno)
 "#;
-
-/// A `Command` for a host program with the same isolated environment as
-/// `World::sbx_std` (for wrapping sbx in `script`).
-fn host_cmd(world: &World, program: &Path) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env_clear()
-        .env("HOME", &world.home)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("LANG", "C.UTF-8")
-        .env("XDG_CONFIG_HOME", world.home.join(".config"))
-        .env("XDG_CACHE_HOME", world.home.join(".cache"))
-        .current_dir(&world.project);
-    cmd
-}
 
 // ---------------------------------------------------------------------------
 // What is allowed
@@ -1011,7 +792,7 @@ fn host_loopback_is_unreachable() {
     let (listener, port) = tcp_listener();
     let out = run_sh(&world, &tcp_probe_script(port));
     assert_line(&out, "RAN");
-    let got = tcp_received(&listener);
+    let got = tcp_received(&listener, LISTEN_GRACE);
     assert!(
         got.is_none(),
         "the host listener received {got:?}:\n{}",
@@ -1034,7 +815,7 @@ fn network_allow_reaches_host_loopback() {
         &world,
         &format!("bash -c 'echo hi-bash > /dev/tcp/127.0.0.1/{port}' && echo BASH-CONNECTED"),
     );
-    let got = tcp_received(&listener);
+    let got = tcp_received(&listener, LISTEN_GRACE);
     assert_eq!(got.as_deref(), Some(&b"hi-bash\n"[..]), "{}", both(&out));
     assert_line(&out, "BASH-CONNECTED");
 }
@@ -1097,7 +878,7 @@ fn host_unix_sockets_are_unreachable() {
         ("/tmp", &socks.in_tmp.1),
         ("abstract", &socks.abstract_l),
     ] {
-        let got = unix_received(l);
+        let got = unix_received(l, LISTEN_GRACE);
         assert!(
             got.is_none(),
             "the {name} socket received {got:?}:\n{}",
@@ -1128,19 +909,23 @@ fn unix_sockets_allow_connects_path_sockets_only() {
     assert_line(&out, &format!("CONNECTED {}", args[0]));
     assert_line(&out, &format!("CONNECTED {}", args[1]));
     assert_eq!(
-        unix_received(&socks.in_project.1).as_deref(),
+        unix_received(&socks.in_project.1, LISTEN_GRACE).as_deref(),
         Some(&b"hi"[..]),
         "{}",
         both(&out)
     );
     assert_eq!(
-        unix_received(&socks.in_tmp.1).as_deref(),
+        unix_received(&socks.in_tmp.1, LISTEN_GRACE).as_deref(),
         Some(&b"hi"[..]),
         "{}",
         both(&out)
     );
     // The abstract socket: the network namespace keeps it out of reach.
-    assert!(unix_received(&socks.abstract_l).is_none(), "{}", both(&out));
+    assert!(
+        unix_received(&socks.abstract_l, LISTEN_GRACE).is_none(),
+        "{}",
+        both(&out)
+    );
     assert_no_line_starting(&out, &format!("CONNECTED {}", args[2]));
 }
 
@@ -1178,7 +963,8 @@ except OSError as e:
         shq_path(&util::sbx_path()),
         shq_path(&python())
     );
-    let out = host_cmd(&world, &script)
+    let out = world
+        .host_cmd(script)
         .args(["-qec", &inner, "/dev/null"])
         .stdin(Stdio::null())
         .output()
@@ -1621,7 +1407,7 @@ print(r.stdout, r.stderr)
             .current_dir(&world.project)
             .output()
             .unwrap();
-        let received = unix_received(&listener).unwrap_or_default();
+        let received = unix_received(&listener, LISTEN_GRACE).unwrap_or_default();
         let text = both(&out);
         if use_sbx {
             assert!(

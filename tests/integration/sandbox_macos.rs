@@ -63,17 +63,19 @@
 //!     mode; with `network = "allow"` (which grants SecurityServer for TLS)
 //!     the file deny on `~/Library/Keychains` is what keeps items unreadable.
 
-use std::io::{ErrorKind, Read};
-use std::net::TcpListener;
+use std::io::Read;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::host::{
+    assert_absent, assert_no_secret, both, diff, kill_all, secret_files, shq, shq_path, snapshot,
+    stdout, tcp_listener, tcp_received, tool, unique, unix_listener, unix_received,
+};
 use crate::require_sandbox;
 use crate::util::{self, World, SECRET};
 
@@ -84,6 +86,10 @@ use crate::util::{self, World, SECRET};
 /// How long one sandboxed run may take before it is killed (a hung `open`
 /// or keychain prompt must fail the test, not the CI job).
 const LIMIT: Duration = Duration::from_secs(90);
+
+/// How long a host listener waits for a connection that may still be in
+/// flight once the sandboxed command has exited.
+const LISTEN_GRACE: Duration = Duration::from_millis(500);
 
 /// The identity git needs to commit, in every run that commits.
 const GIT_IDENTITY: &[(&str, &str)] = &[
@@ -202,34 +208,6 @@ fn host(program: &str, args: &[&str], limit: Duration) -> Output {
     out
 }
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// stdout and stderr together, for messages.
-fn both(out: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// The planted secret must not appear anywhere in what the command printed.
-fn assert_no_secret(out: &Output) {
-    assert_absent(out, SECRET);
-}
-
-fn assert_absent(out: &Output, text: &str) {
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!all.contains(text), "{text:?} leaked:\n{}", both(out));
-}
-
 /// Assert a marker line printed by the command (a positive control).
 fn assert_line(out: &Output, line: &str) {
     assert!(
@@ -255,23 +233,6 @@ fn lines(out: &Output) -> Vec<String> {
         .collect()
 }
 
-/// Quote for `sh`.
-fn shq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-fn shq_path(p: &Path) -> String {
-    shq(p.to_str().unwrap())
-}
-
-/// A string no other test (or earlier run) uses: `BASE.<pid><n>`, usable as
-/// a `sleep` duration and in file names.
-fn unique(base: u32) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let n = N.fetch_add(1, Ordering::SeqCst);
-    format!("{base}.{}{n:03}", std::process::id())
-}
-
 /// Whether checks that touch the user's session (apps, keychain,
 /// pasteboard) may run: on CI, or when asked for.
 fn intrusive_ok(what: &str) -> bool {
@@ -286,19 +247,6 @@ fn intrusive_ok(what: &str) -> bool {
 /// Say loudly that part of a test could not run, and why.
 fn loud_skip(what: &str, why: &str) {
     eprintln!("!!!!!!!! sbx macOS suite: SKIPPED {what}: {why} !!!!!!!!");
-}
-
-/// A system tool the test needs. Missing: skip, or fail when CI requires the
-/// sandbox tests to run.
-fn tool(path: &str) -> Option<&str> {
-    if Path::new(path).is_file() {
-        return Some(path);
-    }
-    if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") {
-        panic!("SBX_TEST_REQUIRE_SANDBOX=1 but {path} is missing");
-    }
-    eprintln!("skipped: {path} is missing");
-    None
 }
 
 /// The system Python (the xcrun shim; never a pyenv shim on PATH, which
@@ -327,16 +275,6 @@ fn pids_with_args(needle: &str) -> Vec<u32> {
         .collect()
 }
 
-/// SIGKILL each PID (cleanup).
-fn kill_all(pids: &[u32]) {
-    for pid in pids {
-        let _ = Command::new("/bin/sh")
-            .args(["-c", &format!("kill -9 {pid}")])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
 /// Host processes of the named apps that are not in `before`, waiting up to
 /// `wait` for them to appear.
 fn new_app_pids(names: &[&str], before: &[u32], wait: Duration) -> Vec<u32> {
@@ -352,31 +290,6 @@ fn new_app_pids(names: &[&str], before: &[u32], wait: Duration) -> Vec<u32> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-/// Files under HOME that hold the planted secret (every credential file the
-/// harness plants, plus the ones a test adds), as paths relative to HOME.
-fn secret_files(world: &World) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![world.home.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let ft = e.file_type().unwrap();
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if ft.is_file()
-                && std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains(SECRET))
-            {
-                out.push(e.path().strip_prefix(&world.home).unwrap().to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    assert!(
-        out.len() >= 10,
-        "the harness planted fewer secrets than expected: {out:?}"
-    );
-    out
 }
 
 /// Credential directories the harness (and [`plant_keychain_file`]) plant,
@@ -402,59 +315,6 @@ fn plant_keychain_file(world: &World) {
     );
 }
 
-/// Every file under `root` (not following symlinks) with its content, and
-/// every directory and symlink, as `relative path -> description`.
-fn snapshot(root: &Path) -> std::collections::BTreeMap<PathBuf, String> {
-    let mut map = std::collections::BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let path = e.path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let rel = path.strip_prefix(root).unwrap().to_path_buf();
-            let desc = if meta.file_type().is_symlink() {
-                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
-            } else if meta.is_dir() {
-                stack.push(path.clone());
-                format!("dir {:o}", meta.permissions().mode())
-            } else {
-                match std::fs::read(&path) {
-                    Ok(body) => format!(
-                        "file {:o} {}",
-                        meta.permissions().mode(),
-                        String::from_utf8_lossy(&body)
-                    ),
-                    Err(e) => format!("file (unreadable: {e})"),
-                }
-            };
-            map.insert(rel, desc);
-        }
-    }
-    map
-}
-
-/// Entries added, removed or changed between two snapshots.
-fn diff(
-    before: &std::collections::BTreeMap<PathBuf, String>,
-    after: &std::collections::BTreeMap<PathBuf, String>,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for (p, d) in after {
-        match before.get(p) {
-            None => out.push(format!("+ {} ({d})", p.display())),
-            Some(old) if old != d => out.push(format!("~ {} ({old} => {d})", p.display())),
-            _ => {}
-        }
-    }
-    for p in before.keys().filter(|p| !after.contains_key(*p)) {
-        out.push(format!("- {}", p.display()));
-    }
-    out
-}
-
 /// Whether any file under `root` holds the secret (after the command ran).
 fn files_holding_secret(root: &Path) -> Vec<PathBuf> {
     snapshot(root)
@@ -462,73 +322,6 @@ fn files_holding_secret(root: &Path) -> Vec<PathBuf> {
         .filter(|(_, body)| body.contains(SECRET))
         .map(|(p, _)| p)
         .collect()
-}
-
-/// A loopback TCP listener that never blocks the test.
-fn tcp_listener() -> (TcpListener, u16) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let port = l.local_addr().unwrap().port();
-    (l, port)
-}
-
-/// Whether a non-blocking TCP listener received a connection, once the
-/// sandboxed command has finished: a completed connection waits in the
-/// backlog even if never accepted, so `None` after a grace period means
-/// nobody connected. `Some(bytes)`: what the connection carried.
-fn tcp_received(l: &TcpListener) -> Option<Vec<u8>> {
-    let start = Instant::now();
-    loop {
-        match l.accept() {
-            Ok((mut s, _)) => {
-                s.set_nonblocking(false).unwrap();
-                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                let mut buf = Vec::new();
-                let _ = s.read_to_end(&mut buf);
-                return Some(buf);
-            }
-            Err(e)
-                if e.kind() == ErrorKind::WouldBlock
-                    && start.elapsed() < Duration::from_millis(500) =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
-            Err(e) => panic!("accept: {e}"),
-        }
-    }
-}
-
-/// A Unix listener on a path (kept short: `sun_path` holds 104 bytes on macOS).
-fn unix_listener(path: &Path) -> UnixListener {
-    let _ = std::fs::remove_file(path);
-    let l = UnixListener::bind(path).unwrap();
-    l.set_nonblocking(true).unwrap();
-    l
-}
-
-/// The same as [`tcp_received`] for a Unix listener.
-fn unix_received(l: &UnixListener) -> Option<Vec<u8>> {
-    let start = Instant::now();
-    loop {
-        match l.accept() {
-            Ok((mut s, _)) => {
-                s.set_nonblocking(false).unwrap();
-                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                let mut buf = Vec::new();
-                let _ = s.read_to_end(&mut buf);
-                return Some(buf);
-            }
-            Err(e)
-                if e.kind() == ErrorKind::WouldBlock
-                    && start.elapsed() < Duration::from_millis(500) =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
-            Err(e) => panic!("accept: {e}"),
-        }
-    }
 }
 
 /// A socket path in `/tmp` (a writable root: only the network rules can
@@ -702,7 +495,7 @@ fn project_and_ordinary_home_files_are_readable() {
 )]
 fn system_git_init_status_and_commit_work() {
     require_sandbox!();
-    let Some(git) = tool("/usr/bin/git") else {
+    let Some(git) = tool(&["/usr/bin/git"]) else {
         return;
     };
     let world = World::new();
@@ -820,7 +613,7 @@ fn job_control_signals_work_inside() {
 )]
 fn python_multiprocessing_lock_works() {
     require_sandbox!();
-    let Some(py) = tool(PYTHON) else {
+    let Some(py) = tool(&[PYTHON]) else {
         return;
     };
     let world = World::new();
@@ -845,7 +638,7 @@ fn python_multiprocessing_lock_works() {
 )]
 fn pty_and_raw_mode_work() {
     require_sandbox!();
-    let Some(script) = tool("/usr/bin/script") else {
+    let Some(script) = tool(&["/usr/bin/script"]) else {
         return;
     };
     let world = World::new();
@@ -1489,7 +1282,7 @@ fn project_root_cannot_be_moved_away() {
 )]
 fn open_cannot_launch_anything_outside() {
     require_sandbox!();
-    let Some(open) = tool("/usr/bin/open") else {
+    let Some(open) = tool(&["/usr/bin/open"]) else {
         return;
     };
     let world = World::new();
@@ -1555,7 +1348,7 @@ fn open_cannot_launch_anything_outside() {
 )]
 fn osascript_cannot_drive_other_apps() {
     require_sandbox!();
-    let Some(osa) = tool("/usr/bin/osascript") else {
+    let Some(osa) = tool(&["/usr/bin/osascript"]) else {
         return;
     };
     let world = World::new();
@@ -1607,7 +1400,8 @@ fn osascript_cannot_drive_other_apps() {
 )]
 fn login_keychain_items_are_unreadable() {
     require_sandbox!();
-    if tool("/usr/bin/security").is_none() || !intrusive_ok("adding an item to the login keychain")
+    if tool(&["/usr/bin/security"]).is_none()
+        || !intrusive_ok("adding an item to the login keychain")
     {
         return;
     }
@@ -1683,7 +1477,7 @@ fn login_keychain_items_are_unreadable() {
 )]
 fn keychain_in_home_is_unreadable_even_with_network_allow() {
     require_sandbox!();
-    if tool("/usr/bin/security").is_none()
+    if tool(&["/usr/bin/security"]).is_none()
         || !intrusive_ok("creating a keychain (it joins the search list)")
     {
         return;
@@ -1754,7 +1548,7 @@ fn keychain_in_home_is_unreadable_even_with_network_allow() {
 )]
 fn pasteboard_is_out_of_reach() {
     require_sandbox!();
-    if tool("/usr/bin/pbcopy").is_none() || !intrusive_ok("using the pasteboard") {
+    if tool(&["/usr/bin/pbcopy"]).is_none() || !intrusive_ok("using the pasteboard") {
         return;
     }
     let world = World::new();
@@ -1927,19 +1721,21 @@ fn network_deny_refuses_dns_loopback_and_unix_sockets() {
     );
     let out = run_sh(&world, &script);
     assert_line(&out, "RAN");
-    let got = tcp_received(&tcp);
+    let got = tcp_received(&tcp, LISTEN_GRACE);
     assert!(
         got.is_none(),
         "the host TCP listener received {got:?}:\n{}",
         both(&out)
     );
-    let got = unix_received(&sock.listener);
+    let got = unix_received(&sock.listener, LISTEN_GRACE);
     assert!(
         got.is_none(),
         "the /tmp socket received {got:?}:\n{}",
         both(&out)
     );
-    let got = project_listener.as_ref().and_then(unix_received);
+    let got = project_listener
+        .as_ref()
+        .and_then(|l| unix_received(l, LISTEN_GRACE));
     assert!(
         got.is_none(),
         "the project socket received {got:?}:\n{}",
@@ -1960,12 +1756,12 @@ fn network_deny_refuses_dns_loopback_and_unix_sockets() {
     // Positive control: the same probes, run on the host, reach both listeners.
     let host_out = host("/bin/sh", &["-c", &connect_script(port, &sock.path)], LIMIT);
     assert!(
-        tcp_received(&tcp).is_some(),
+        tcp_received(&tcp, LISTEN_GRACE).is_some(),
         "host control: {}",
         both(&host_out)
     );
     assert!(
-        unix_received(&sock.listener).is_some(),
+        unix_received(&sock.listener, LISTEN_GRACE).is_some(),
         "host control: {}",
         both(&host_out)
     );
@@ -1997,7 +1793,7 @@ fn network_allow_reaches_the_internet_and_loopback_but_not_unix_sockets() {
     );
     assert_line(&out, "RAN");
     // Loopback TCP is reachable (`remote ip "*:*"`): host-side evidence.
-    let got = tcp_received(&tcp);
+    let got = tcp_received(&tcp, LISTEN_GRACE);
     assert!(
         got.as_deref()
             .is_some_and(|b| b.starts_with(b"hi-loopback")),
@@ -2005,7 +1801,7 @@ fn network_allow_reaches_the_internet_and_loopback_but_not_unix_sockets() {
         both(&out)
     );
     // Unix sockets stay shut: `remote ip` does not cover them.
-    let got = unix_received(&sock.listener);
+    let got = unix_received(&sock.listener, LISTEN_GRACE);
     assert!(
         got.is_none(),
         "the /tmp socket received {got:?}:\n{}",
@@ -2055,7 +1851,7 @@ fn network_allowlist_refuses_dns_and_direct_connections() {
         ),
     );
     assert_line(&out, "RAN");
-    assert!(tcp_received(&tcp).is_none(), "{}", both(&out));
+    assert!(tcp_received(&tcp, LISTEN_GRACE).is_none(), "{}", both(&out));
     for l in ["CURL-DIRECT", "RESOLVED", "NC-CONNECTED"] {
         assert_no_line_starting(&out, l);
     }
@@ -2210,7 +2006,7 @@ fn nothing_changes_on_the_host_but_allowed_writes() {
 )]
 fn inherited_descriptors_do_not_reach_the_command() {
     require_sandbox!();
-    let Some(py) = tool(PYTHON) else {
+    let Some(py) = tool(&[PYTHON]) else {
         return;
     };
     let world = World::new();
@@ -2247,7 +2043,7 @@ print(r.stdout, r.stderr)
             )
             .current_dir(&world.project);
         let out = output_within(cmd, LIMIT, false);
-        let received = unix_received(&sock.listener).unwrap_or_default();
+        let received = unix_received(&sock.listener, LISTEN_GRACE).unwrap_or_default();
         let leaked = received.windows(4).any(|w| w == b"LEAK");
         if use_sbx {
             assert!(

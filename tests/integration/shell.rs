@@ -12,16 +12,14 @@
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::host::{shq, shq_path};
 use crate::require_sandbox;
-use crate::util::{self, sbx_path, World, SECRET};
-
-/// No single invocation may take longer: a hang is a failure, not a stall.
-const DEADLINE: Duration = Duration::from_secs(60);
+use crate::util::{self, sbx_path, World, DEADLINE, SECRET};
 
 /// The inner shell sbx runs by default, used as the reference.
 const BASH: &str = "/bin/bash";
@@ -34,17 +32,7 @@ const BASH: &str = "/bin/bash";
 /// ones `World::sbx_std` uses), plus `SHELL` naming sbx, as a client that
 /// uses sbx as its shell has it.
 fn client(world: &World, program: impl AsRef<OsStr>) -> Command {
-    let template = world.sbx_std();
-    let mut cmd = Command::new(program);
-    cmd.env_clear();
-    for (k, v) in template.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    if let Some(dir) = template.get_current_dir() {
-        cmd.current_dir(dir);
-    }
+    let mut cmd = world.host_cmd(program);
     cmd.env("SHELL", sbx_path());
     cmd
 }
@@ -151,15 +139,6 @@ fn show(out: &Output) -> String {
         text(&out.stdout),
         text(&out.stderr)
     )
-}
-
-/// Single-quote for a POSIX shell.
-fn shq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-fn shq_path(p: &Path) -> String {
-    shq(p.to_str().unwrap())
 }
 
 /// A host tool the test needs; `None` (and a note) when it is missing, so the

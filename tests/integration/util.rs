@@ -4,8 +4,10 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 /// A fake user: home with secrets, a project, and the environment to run sbx in.
 pub struct World {
@@ -28,6 +30,10 @@ pub fn base_dir() -> PathBuf {
 
 /// The fake secret planted in every credential file.
 pub const SECRET: &str = "SBX-FAKE-SECRET-0451";
+
+/// How long one invocation may take: a hang (say, a shell started by
+/// mistake) is a failure, not a stalled test run.
+pub const DEADLINE: Duration = Duration::from_secs(60);
 
 impl World {
     pub fn new() -> World {
@@ -79,12 +85,14 @@ impl World {
 
     /// The same as a `std::process::Command` (for pipes, ptys, timing).
     pub fn sbx_std(&self) -> Command {
-        let mut cmd = Command::new(sbx_path());
-        self.isolate(&mut cmd);
-        cmd
+        self.host_cmd(sbx_path())
     }
 
-    fn isolate(&self, cmd: &mut Command) {
+    /// A host program (not sandboxed) with exactly the environment and
+    /// working directory `sbx_std` gives sbx: for wrapping sbx in `script`,
+    /// `setsid` or a pty driver, and for a reference run beside sbx.
+    pub fn host_cmd(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new(program);
         cmd.env_clear()
             .env("HOME", &self.home)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -92,6 +100,7 @@ impl World {
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
             .env("XDG_CACHE_HOME", self.home.join(".cache"))
             .current_dir(&self.project);
+        cmd
     }
 
     /// Write the user config file.

@@ -1,0 +1,244 @@
+//! Host-side evidence for the enforcement suites (`sandbox_linux`,
+//! `sandbox_macos`) and their neighbours: what a command printed, what a
+//! host listener received, what changed in a host directory, and the small
+//! shell and process helpers they share. Every item here is used by
+//! `sandbox_macos`, which compiles on every platform, so nothing is dead on
+//! either.
+
+use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::util::{World, SECRET};
+
+// ---------------------------------------------------------------------------
+// What the command printed
+// ---------------------------------------------------------------------------
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stdout and stderr together, for messages.
+pub fn both(out: &Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The planted secret must not appear anywhere in what the command printed.
+pub fn assert_no_secret(out: &Output) {
+    assert_absent(out, SECRET);
+}
+
+/// `text` must appear in neither stdout nor stderr.
+pub fn assert_absent(out: &Output, text: &str) {
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains(text), "{text:?} leaked:\n{}", both(out));
+}
+
+// ---------------------------------------------------------------------------
+// Shell words, names, tools, processes
+// ---------------------------------------------------------------------------
+
+/// Quote for `sh`.
+pub fn shq(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+pub fn shq_path(p: &Path) -> String {
+    shq(p.to_str().unwrap())
+}
+
+/// A string no other test (or earlier run) uses: `BASE.<pid><n>`, usable as
+/// a `sleep` duration (so a process search finds only this test's
+/// processes) and in file names.
+pub fn unique(base: u32) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    format!("{base}.{}{n:03}", std::process::id())
+}
+
+/// A tool the test needs: the first of `candidates` that is a file. Missing:
+/// skip, or fail when CI requires the sandbox tests to run.
+pub fn tool<'a>(candidates: &[&'a str]) -> Option<&'a str> {
+    if let Some(p) = candidates.iter().find(|p| Path::new(p).is_file()) {
+        return Some(p);
+    }
+    if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") {
+        panic!("SBX_TEST_REQUIRE_SANDBOX=1 but none of {candidates:?} is installed");
+    }
+    eprintln!("skipped: none of {candidates:?} is installed");
+    None
+}
+
+/// SIGKILL each PID (cleanup after a failed check).
+pub fn kill_all(pids: &[u32]) {
+    for pid in pids {
+        let _ = Command::new("/bin/sh")
+            .args(["-c", &format!("kill -9 {pid}")])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Files on the host
+// ---------------------------------------------------------------------------
+
+/// Files under HOME that hold the planted secret (every credential file the
+/// harness plants, plus the ones a test adds), as paths relative to HOME.
+pub fn secret_files(world: &World) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![world.home.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_file()
+                && std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains(SECRET))
+            {
+                out.push(e.path().strip_prefix(&world.home).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    assert!(
+        out.len() >= 10,
+        "the harness planted fewer secrets than expected: {out:?}"
+    );
+    out
+}
+
+/// Every entry under `root` (not following symlinks): kind, mode and content.
+/// A directory that cannot be listed (mode 000, or `root` itself missing) is
+/// recorded as such, so its appearing or disappearing shows in a [`diff`].
+pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
+    let mut map = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            map.insert(
+                dir.strip_prefix(root).unwrap().join("(unlistable)"),
+                String::new(),
+            );
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.permissions().mode();
+            let rel = path.strip_prefix(root).unwrap().to_path_buf();
+            let desc = if meta.file_type().is_symlink() {
+                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+                format!("dir {mode:o}")
+            } else {
+                match std::fs::read(&path) {
+                    Ok(body) => format!("file {mode:o} {}", String::from_utf8_lossy(&body)),
+                    Err(e) => format!("file {mode:o} (unreadable: {e})"),
+                }
+            };
+            map.insert(rel, desc);
+        }
+    }
+    map
+}
+
+/// Entries added, removed or changed between two snapshots.
+pub fn diff(before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (p, d) in after {
+        match before.get(p) {
+            None => out.push(format!("+ {} ({d})", p.display())),
+            Some(old) if old != d => out.push(format!("~ {} ({old} => {d})", p.display())),
+            _ => {}
+        }
+    }
+    for p in before.keys().filter(|p| !after.contains_key(*p)) {
+        out.push(format!("- {}", p.display()));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Host listeners
+// ---------------------------------------------------------------------------
+
+/// A loopback TCP listener that never blocks the test.
+pub fn tcp_listener() -> (TcpListener, u16) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let port = l.local_addr().unwrap().port();
+    (l, port)
+}
+
+/// A non-blocking Unix listener on a path (keep it short: `sun_path` holds
+/// 108 bytes on Linux, 104 on macOS).
+pub fn unix_listener(path: &Path) -> UnixListener {
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+/// What a non-blocking TCP listener received, once the sandboxed command has
+/// finished: a completed connection waits in the backlog even if never
+/// accepted, so `None` after `grace` means nobody connected. `Some(bytes)`:
+/// what the connection carried.
+pub fn tcp_received(l: &TcpListener, grace: Duration) -> Option<Vec<u8>> {
+    received(grace, || {
+        let (s, _) = l.accept()?;
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        Ok(read_all(s))
+    })
+}
+
+/// The same for a Unix listener.
+pub fn unix_received(l: &UnixListener, grace: Duration) -> Option<Vec<u8>> {
+    received(grace, || {
+        let (s, _) = l.accept()?;
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        Ok(read_all(s))
+    })
+}
+
+/// Poll `accept` (a non-blocking accept that reads the connection) until it
+/// yields, or `grace` has passed with nobody waiting.
+fn received(grace: Duration, accept: impl Fn() -> std::io::Result<Vec<u8>>) -> Option<Vec<u8>> {
+    let start = Instant::now();
+    loop {
+        match accept() {
+            Ok(bytes) => return Some(bytes),
+            Err(e) if e.kind() == ErrorKind::WouldBlock && start.elapsed() < grace => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+/// Everything the peer sends until it closes (or the read timeout).
+fn read_all(mut s: impl Read) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    buf
+}
