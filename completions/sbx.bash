@@ -180,12 +180,16 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__man)
-            opts="-h --help"
+            opts="-h --section --schema --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --section)
+                    COMPREPLY=($(compgen -W "1 5" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -30,7 +30,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "run" -d 'Run a command insi
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "profile" -d 'Print exactly what `sbx run` would execute: the bubblewrap argv or the Seatbelt profile'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "check" -d 'Diagnose the backend and print the effective policy'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a completion script for a shell'
-complete -c sbx -n "__fish_sbx_needs_command" -f -a "man" -d 'Print the man page (roff)'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "man" -d 'Print the man page (roff), sbx.toml(5) with --section 5, or the config schema with --schema'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__inner" -d 'Internal: the second stage, run by bubblewrap inside the sandbox as PID 1'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__filter" -d 'Internal: add the Unix-socket filter, then exec the command'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__connect" -d 'Internal: an ssh ProxyCommand that tunnels through the allowlist proxy'
@@ -79,6 +79,9 @@ complete -c sbx -n "__fish_sbx_using_subcommand check" -l unsandboxed -d 'Run th
 complete -c sbx -n "__fish_sbx_using_subcommand check" -s q -l quiet -d 'Do not print the banner (warnings are still printed)'
 complete -c sbx -n "__fish_sbx_using_subcommand check" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand man" -l section -d 'The manual section: 1 for sbx(1), 5 for the configuration file, sbx.toml(5)' -r -f -a "1\t''
+5\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand man" -l schema -d 'Print the JSON Schema (draft 2020-12) of the configuration file instead'
 complete -c sbx -n "__fish_sbx_using_subcommand man" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l ready-fd -d 'A pipe on which to report that the sandbox is up' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l proxy-socket -d 'Relay 127.0.0.1:3128 inside the sandbox to this proxy socket' -r -F

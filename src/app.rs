@@ -79,8 +79,13 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
             print!("{}", crate::generate::completions(shell)?);
             Ok(ExitCode::SUCCESS)
         }
-        Some(Cmd::Man) => {
-            print!("{}", crate::generate::man()?);
+        Some(Cmd::Man(args)) => {
+            let text = match (args.schema, args.section.as_str()) {
+                (true, _) => crate::generate::schema()?,
+                (false, "5") => crate::generate::config_man()?,
+                (false, _) => crate::generate::man()?,
+            };
+            print!("{text}");
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Inner(args)) => inner(args),

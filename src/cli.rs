@@ -42,9 +42,9 @@ pub enum Cmd {
         /// The shell to generate completions for.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff).
+    /// Print the man page (roff), sbx.toml(5) with --section 5, or the config schema with --schema.
     #[command(hide = true)]
-    Man,
+    Man(ManArgs),
     /// Internal: the second stage, run by bubblewrap inside the sandbox as PID 1.
     #[command(name = "__inner", hide = true)]
     Inner(InnerArgs),
@@ -137,6 +137,18 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Text)]
     pub format: FormatArg,
+}
+
+/// `sbx man` (hidden): the generated documents committed under `man/` and
+/// `sbx.schema.json`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The manual section: 1 for sbx(1), 5 for the configuration file, sbx.toml(5).
+    #[arg(long, value_name = "N", default_value = "1", value_parser = ["1", "5"])]
+    pub section: String,
+    /// Print the JSON Schema (draft 2020-12) of the configuration file instead.
+    #[arg(long, conflicts_with = "section")]
+    pub schema: bool,
 }
 
 /// `sbx __inner`: options decided by the outer stage.

@@ -1,5 +1,5 @@
-//! The committed man page and completion scripts must be what the binary
-//! generates; `SBX_BLESS=1 cargo test` rewrites them.
+//! The committed man pages, configuration schema and completion scripts must
+//! be what the binary generates; `SBX_BLESS=1 cargo test` rewrites them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -30,6 +30,16 @@ fn check(file: &str, args: &[&str]) {
 #[test]
 fn man_page_is_current() {
     check("man/sbx.1", &["man"]);
+}
+
+#[test]
+fn config_man_page_is_current() {
+    check("man/sbx.toml.5", &["man", "--section", "5"]);
+}
+
+#[test]
+fn config_schema_is_current() {
+    check("sbx.schema.json", &["man", "--schema"]);
 }
 
 #[test]
