@@ -15,7 +15,10 @@ mod config;
 // "Never pretend": no/failing/disabled backend, --unsandboxed, `sbx check`.
 #[cfg(target_os = "linux")]
 mod failmodes;
-// Committed man page and completions match what the binary generates.
+// The docs stay true: man pages pass groff's lint, the README's quick start
+// does what it says, its configuration table matches the schema.
+mod docs;
+// Committed man pages, schema and completions match what the binary generates.
 mod generated;
 // `sbx profile` for both platforms: exact output and round trips.
 mod profile;
