@@ -366,18 +366,30 @@ fn run_plan(
             }
             std::process::exit(i32::from(code))
         }
-        crate::exec::Outcome::NotStarted(cause, detail) => {
-            let detail = if detail.is_empty() {
-                String::new()
-            } else {
-                format!(" [{detail}]")
-            };
-            unavailable(
+        crate::exec::Outcome::NotStarted(why) => match why {
+            crate::exec::NotStarted::Environment(cause, detail) => unavailable(
                 policy,
                 style,
-                &format!("{}{detail} ({})", cause.what, cause.fix),
-            )
-        }
+                &format!("{}{} ({})", cause.what, bracket(&detail), cause.fix),
+            ),
+            // A sandbox starts here, just not this one: whatever broke it
+            // (a project file, a planted path) may be the command's doing,
+            // so it never earns an unsandboxed run.
+            crate::exec::NotStarted::Policy(detail) => bail!(
+                "the sandbox could not be set up for this project{}; the command was not run (sbx never falls back to running unsandboxed when only this project's sandbox fails: check the paths named above and the project's .sbx.toml)",
+                bracket(&detail)
+            ),
+        },
+    }
+}
+
+/// ` [text]`, or nothing for empty text.
+#[cfg(target_os = "linux")]
+fn bracket(text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(" [{text}]")
     }
 }
 

@@ -57,10 +57,8 @@ pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> 
         (Err(e), _) => (Err(e.clone()), Vec::new()),
     };
     // A disabled sandbox enforces nothing: never report it as enforced.
-    let ok = policy.enabled
-        && backend.is_ok()
-        && started.is_ok()
-        && tests.iter().all(|(_, v)| v.ok());
+    let ok =
+        policy.enabled && backend.is_ok() && started.is_ok() && tests.iter().all(|(_, v)| v.ok());
     let origins: Vec<(String, String)> = policy
         .origins
         .iter()
@@ -99,7 +97,9 @@ pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> 
             if policy.enabled {
                 println!("policy:   {}", banner::summary(policy, "sandbox"));
             } else {
-                println!("sandbox:  disabled (`enabled = false`): commands run WITHOUT any sandbox");
+                println!(
+                    "sandbox:  disabled (`enabled = false`): commands run WITHOUT any sandbox"
+                );
             }
             println!("project:  {}", policy.project.display());
             for (name, verdict) in &tests {
@@ -230,11 +230,15 @@ fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static
         Err(e) => return (Err(format!("{e:#}")), Vec::new()),
     };
     if !stdout.lines().any(|l| l == "started") {
-        let (cause, detail) = crate::exec::diagnose(&plan);
-        return (
-            Err(format!("{} [{detail}] ({})", cause.what, cause.fix)),
-            Vec::new(),
-        );
+        let why = match crate::exec::diagnose(&plan) {
+            crate::exec::NotStarted::Environment(cause, detail) => {
+                format!("{} [{detail}] ({})", cause.what, cause.fix)
+            }
+            crate::exec::NotStarted::Policy(detail) => format!(
+                "the sandbox cannot be set up for this project [{detail}] (a sandbox does start here: check the paths named and the project's .sbx.toml)"
+            ),
+        };
+        return (Err(why), Vec::new());
     }
 
     let mut tests = Vec::new();

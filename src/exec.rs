@@ -181,8 +181,8 @@ pub fn run_captured(plan: &Plan, limit: std::time::Duration) -> Result<String> {
 pub enum Outcome {
     /// The sandbox was up and the command ran: its exit status.
     Exited(u8),
-    /// The sandbox never came up; nothing ran. The cause, from a diagnostic run.
-    NotStarted(crate::probe::Cause, String),
+    /// The sandbox never came up; nothing ran. Why, from diagnostic runs.
+    NotStarted(NotStarted),
 }
 
 /// Run the plan as a child of sbx and wait for it, forwarding signals.
@@ -290,8 +290,7 @@ pub fn run_sandboxed(
     drop(signals);
     drop(mask);
     if !started {
-        let (cause, detail) = diagnose(plan);
-        return Ok(Outcome::NotStarted(cause, detail));
+        return Ok(Outcome::NotStarted(diagnose(plan)));
     }
     for path in watch {
         if std::fs::symlink_metadata(path).is_err() {
@@ -322,16 +321,32 @@ pub fn run_sandboxed(
     Ok(Outcome::Exited(u8::try_from(code).unwrap_or(255)))
 }
 
-/// Find out why a sandbox did not start: run the same bubblewrap with `true`
-/// as the command, stderr captured, for at most a few seconds.
+/// Why a sandbox did not start.
 #[cfg(target_os = "linux")]
-pub fn diagnose(plan: &Plan) -> (crate::probe::Cause, String) {
-    use std::process::Stdio;
-    use std::time::{Duration, Instant};
-    let facts = crate::probe::Facts::read();
-    let root = nix::unistd::geteuid().is_root();
-    // The inner stage's own `--` is the first one after `__inner`.
+#[derive(Debug, Clone)]
+pub enum NotStarted {
+    /// This machine cannot run any sandbox: the cause and bubblewrap's words.
+    Environment(crate::probe::Cause, String),
+    /// A sandbox runs here, but not with this policy (bubblewrap's words).
+    /// Project files and project contents shape the policy, and the command
+    /// can write both: never a reason to run without a sandbox.
+    Policy(String),
+}
+
+/// Find out why a sandbox did not start. First a sandbox that nothing from
+/// the project or its configuration shapes (the host root read-only, fresh
+/// /dev and /proc, the inner stage running `sbx --version`): if that fails,
+/// this machine cannot sandbox and the cause is mapped from what bubblewrap
+/// said. If it starts, the failure belongs to this policy: the same plan is
+/// run with `true` as the command to capture bubblewrap's words.
+#[cfg(target_os = "linux")]
+pub fn diagnose(plan: &Plan) -> NotStarted {
+    // The inner stage is `SBX __inner [OPTIONS] -- CMD`: SBX is just before
+    // `__inner`, and its own `--` is the first one after it.
     let inner = plan.args.iter().position(|a| a == "__inner");
+    let sbx = inner
+        .and_then(|i| i.checked_sub(1))
+        .and_then(|i| plan.args.get(i));
     let sep = inner.and_then(|i| {
         plan.args
             .iter()
@@ -339,16 +354,86 @@ pub fn diagnose(plan: &Plan) -> (crate::probe::Cause, String) {
             .position(|a| a == "--")
             .map(|p| p + i)
     });
-    let Some(sep) = sep else {
-        return (crate::probe::UNKNOWN, String::new());
+    let (Some(sbx), Some(sep)) = (sbx, sep) else {
+        return NotStarted::Environment(crate::probe::UNKNOWN, String::new());
     };
+    let minimal = Plan {
+        program: plan.program.clone(),
+        args: [
+            "--as-pid-1",
+            "--die-with-parent",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--perms",
+            "0700",
+            "--tmpfs",
+            "/tmp",
+            "--cap-drop",
+            "ALL",
+            "--",
+        ]
+        .iter()
+        .map(OsString::from)
+        .chain([
+            sbx.clone(),
+            "__inner".into(),
+            "--".into(),
+            sbx.clone(),
+            "--version".into(),
+        ])
+        .collect(),
+        env: None,
+        placeholder: None,
+        create: Vec::new(),
+        profile: None,
+        ready_fd: None,
+    };
+    let (ok, stderr) = run_for_stderr(&minimal);
+    if !ok {
+        let facts = crate::probe::Facts::read();
+        let root = nix::unistd::geteuid().is_root();
+        return NotStarted::Environment(
+            crate::probe::diagnose(&stderr, &facts, root),
+            first_line(&stderr),
+        );
+    }
     let mut args: Vec<OsString> = plan.args[..=sep].to_vec();
     args.push("true".into());
-    let probe = Plan {
+    let full = Plan {
         args,
         ..plan.clone()
     };
-    let spawned = prepare(&probe).and_then(|mut cmd| {
+    let (_, stderr) = run_for_stderr(&full);
+    NotStarted::Policy(first_line(&stderr))
+}
+
+#[cfg(target_os = "linux")]
+fn first_line(text: &str) -> String {
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// Run a plan with stdin and stdout closed and stderr captured, for at most
+/// five seconds; whether it succeeded, and what it printed on stderr.
+#[cfg(target_os = "linux")]
+fn run_for_stderr(plan: &Plan) -> (bool, String) {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let spawned = prepare(plan).and_then(|mut cmd| {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -357,31 +442,25 @@ pub fn diagnose(plan: &Plan) -> (crate::probe::Cause, String) {
     });
     let mut child = match spawned {
         Ok(c) => c,
-        Err(e) => return (crate::probe::UNKNOWN, format!("{e:#}")),
+        Err(e) => return (false, format!("{e:#}")),
     };
     let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    let status = loop {
         match child.try_wait() {
-            Ok(Some(_)) => break,
+            Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
-                break;
+                break None;
             }
         }
-    }
+    };
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
     }
-    let detail = stderr
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-        .to_string();
-    (crate::probe::diagnose(&stderr, &facts, root), detail)
+    (status.is_some_and(|s| s.success()), stderr)
 }
 
 /// A repository created inside the sandbox (`git init`) has hooks and config

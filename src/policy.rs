@@ -250,29 +250,53 @@ const MINIMAL_ENV: &[&str] = &[
     "COLORTERM",
 ];
 
-/// Whether an environment variable looks like a credential.
+/// Whether an environment variable looks like a credential, by its name.
+#[cfg(test)]
 pub fn is_credential_var(name: &str) -> bool {
+    is_credential_env(name, "")
+}
+
+/// Whether an environment variable looks like a credential, by its name or
+/// (for URLs such as `DATABASE_URL`) by a password in its value.
+pub fn is_credential_env(name: &str, value: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     const SUFFIXES: &[&str] = &[
-        "_TOKEN",
+        "TOKEN",
         "_SECRET",
-        "_PASSWORD",
-        "_PASSWD",
+        "PASSWORD",
+        "PASSWD",
+        "_PWD",
+        "_PAT",
         "_API_KEY",
         "_ACCESS_KEY",
         "_KEY",
         "_CREDENTIALS",
+        "_AUTH",
+        "_DSN",
     ];
     const EXACT: &[&str] = &[
-        "AWS_SESSION_TOKEN",
         "AWS_ACCESS_KEY_ID",
         "SSH_AUTH_SOCK",
         "GPG_AGENT_INFO",
         "DOCKER_AUTH_CONFIG",
+        "KUBECONFIG",
     ];
     SUFFIXES.iter().any(|s| upper.ends_with(s))
         || upper.contains("SECRET")
+        || upper.contains("_AUTH_")
         || EXACT.contains(&upper.as_str())
+        || url_with_password(value)
+}
+
+/// `scheme://user:password@host...`: a URL that carries a password.
+fn url_with_password(value: &str) -> bool {
+    let Some((_, rest)) = value.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
 }
 
 /// The merged settings before paths are resolved.
@@ -1118,7 +1142,7 @@ fn plan_env(host: &Host, mode: EnvMode, passthrough: &[String], shell: &Path) ->
         if k == "SBX_SANDBOX" || (k == "SHELL" && shell_is_sbx) {
             continue;
         }
-        if is_credential_var(k) && !passed {
+        if is_credential_env(k, v) && !passed {
             if !plan.clear {
                 plan.unset.push(k.to_string());
             }
@@ -1244,9 +1268,36 @@ mod tests {
         ] {
             assert!(is_credential_var(v), "{v}");
         }
-        for v in ["PATH", "HOME", "TERM", "CARGO_HOME", "EDITOR"] {
+        for v in [
+            "PATH",
+            "HOME",
+            "TERM",
+            "CARGO_HOME",
+            "EDITOR",
+            "PWD",
+            "OLDPWD",
+            "KEYMAP",
+        ] {
             assert!(!is_credential_var(v), "{v}");
         }
+        for v in [
+            "PGPASSWORD",
+            "MYSQL_PWD",
+            "GITHUB_PAT",
+            "NPM_CONFIG__AUTH",
+            "TOKEN",
+            "PASSWORD",
+            "SENTRY_DSN",
+            "NPM_CONFIG__AUTH_TOKEN",
+        ] {
+            assert!(is_credential_var(v), "{v}");
+        }
+        assert!(is_credential_env(
+            "DATABASE_URL",
+            "postgres://app:hunter2@db:5432/x"
+        ));
+        assert!(!is_credential_env("DATABASE_URL", "postgres://db:5432/x"));
+        assert!(!is_credential_env("HOMEPAGE", "https://example.com/a:b@c"));
     }
 
     #[test]

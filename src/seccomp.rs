@@ -123,18 +123,18 @@ fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
         )?])?);
     }
     rules.insert(libc::SYS_socket, socket_rules);
-    rules.insert(
-        libc::SYS_socketpair,
-        vec![rule(vec![
-            cond(0, Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
-            cond(
-                1,
-                Dword,
-                SeccompCmpOp::MaskedEq(0xf),
-                libc::SOCK_DGRAM as u64,
-            )?,
-        ])?],
-    );
+    // Every type but stream and seqpacket: the kernel turns SOCK_RAW into a
+    // datagram socket, so a rule on SOCK_DGRAM alone is not enough.
+    let socketpair_rules = (0..16u64)
+        .filter(|&t| t != libc::SOCK_STREAM as u64 && t != libc::SOCK_SEQPACKET as u64)
+        .map(|t| {
+            rule(vec![
+                cond(0, Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
+                cond(1, Dword, SeccompCmpOp::MaskedEq(0xf), t)?,
+            ])
+        })
+        .collect::<Result<Vec<_>>>()?;
+    rules.insert(libc::SYS_socketpair, socketpair_rules);
     Ok(rules)
 }
 
