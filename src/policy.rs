@@ -853,7 +853,22 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
     // Writable roots.
     let mut writable: Vec<PathBuf> = Vec::new();
     if s.filesystem == FsSetting::Restricted {
-        let mut wanted: Vec<PathBuf> = s.writable.iter().map(|(p, _)| p.clone()).collect();
+        // The default `.` never makes home (or one of its ancestors, such as
+        // `/`) writable: that is what happens when sbx runs in a directory
+        // that is not a project, and it would hand over every dotfile and
+        // PATH directory. An explicit `writable = ["~"]` still can.
+        let mut wanted: Vec<PathBuf> = Vec::new();
+        for (p, source) in &s.writable {
+            let is_default_project = *source == Source::Default && *p == project;
+            if is_default_project && home_real.starts_with(&project) {
+                warnings.push(format!(
+                    "{} is not in a project (no .git below your home directory), so it is not made writable; cd into a project or pass --project DIR",
+                    project.display()
+                ));
+                continue;
+            }
+            wanted.push(p.clone());
+        }
         if host.platform == Platform::Macos {
             if let Some(t) = host.var("TMPDIR").filter(|t| !t.is_empty()) {
                 wanted.push(PathBuf::from(t));
@@ -1042,6 +1057,21 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         Vec::new()
     };
 
+    // The placeholder bound over credential files: in sbx's cache, unless
+    // that lies where some sandbox could write (then it could be swapped for
+    // a link to a secret between the check and the mount): /dev/null then,
+    // which hides the content just as well, only readable as empty.
+    let cache_real = host.cache_dir.as_deref().and_then(real);
+    let placeholder = match cache_real {
+        Some(dir)
+            if s.filesystem == FsSetting::Restricted
+                && !writable.iter().any(|w| dir.starts_with(w)) =>
+        {
+            dir.join("empty")
+        }
+        _ => PathBuf::from("/dev/null"),
+    };
+
     // Network.
     let network = match s.network {
         NetworkMode::Deny => Network::Deny,
@@ -1077,11 +1107,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         pins,
         credentials,
         env_files,
-        placeholder: host
-            .cache_dir
-            .clone()
-            .unwrap_or_else(|| home_real.join(".cache/sbx"))
-            .join("empty"),
+        placeholder,
         network,
         unix_sockets: s.unix_sockets == UnixSockets::Allow,
         env,
