@@ -532,6 +532,16 @@ fn gather_host(
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| home.join(".cache"))
         .join("sbx");
+    // Made before the policy is resolved, so that it exists when the policy
+    // looks at it: inside a writable root it is then mounted read-only (a
+    // missing one could be created, and filled, by the sandboxed command).
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&cache_dir);
+    }
     Ok(Host {
         platform,
         cwd,
