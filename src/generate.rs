@@ -198,7 +198,7 @@ both.",
         default: Some("[]"),
         default_text: "",
         meaning: "Variable names kept even though they look like credentials (names ending in \
-`_TOKEN`, `_SECRET`, `_KEY`, ...: see sbx(1)). There is no flag for it. A trusted file's list \
+`TOKEN`, `_SECRET`, `_KEY`, ...: see sbx(1)). There is no flag for it. A trusted file's list \
 replaces the one below it.",
         project: "keeps only the names the trusted layers already pass through; the others are \
 ignored with a warning.",
@@ -390,6 +390,54 @@ fn version() -> String {
     format!("sbx {}", env!("CARGO_PKG_VERSION"))
 }
 
+// ------------------------------------------------ credential variables
+
+/// Endings of the variable names sbx removes as credentials (documented here;
+/// a unit test checks each against `policy::is_credential_env`).
+const CREDENTIAL_VAR_SUFFIXES: &[&str] = &[
+    "TOKEN",
+    "PASSWORD",
+    "PASSWD",
+    "_SECRET",
+    "_PWD",
+    "_PAT",
+    "_API_KEY",
+    "_ACCESS_KEY",
+    "_KEY",
+    "_CREDENTIALS",
+    "_AUTH",
+    "_DSN",
+];
+/// What a removed variable's name may contain.
+const CREDENTIAL_VAR_PARTS: &[&str] = &["SECRET", "_AUTH_"];
+/// Names removed as they are.
+const CREDENTIAL_VAR_NAMES: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "SSH_AUTH_SOCK",
+    "GPG_AGENT_INFO",
+    "DOCKER_AUTH_CONFIG",
+    "KUBECONFIG",
+];
+
+fn code_list(items: &[&str], last: &str) -> String {
+    let quoted: Vec<String> = items.iter().map(|i| format!("`{i}`")).collect();
+    match quoted.split_last() {
+        Some((tail, [])) => tail.clone(),
+        Some((tail, rest)) => format!("{} {last} {tail}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+fn credential_vars_text() -> String {
+    format!(
+        "Removed unless named in `env_passthrough`: names ending in {}, names containing {}, \
+{}, and any variable whose value is a URL with a password (`DATABASE_URL=postgres://u:p@host/db`).",
+        code_list(CREDENTIAL_VAR_SUFFIXES, "or"),
+        code_list(CREDENTIAL_VAR_PARTS, "or"),
+        code_list(CREDENTIAL_VAR_NAMES, "and"),
+    )
+}
+
 // ------------------------------------------------------------------- sbx(1)
 
 /// The man page sbx(1), in roff.
@@ -576,8 +624,9 @@ timeout(1) and chroot(1):",
         &mut r,
         "125",
         "sbx failed before running anything: a usage error, an invalid configuration (one line \
-naming the file, the line and the key), a sandbox that cannot be enforced with `require`, an \
-`--unsandboxed` that was not confirmed.",
+naming the file, the line and the key), a sandbox that cannot be set up for this project, a \
+machine that cannot run a sandbox at all with `require`, an `--unsandboxed` that was not \
+confirmed.",
     );
     tp(
         &mut r,
@@ -656,14 +705,7 @@ terminal anyway).",
         "SBX_SANDBOX=1",
         "Always set: tells a command it runs in sbx.",
     );
-    tp(
-        &mut r,
-        "Credential variables",
-        "Removed unless named in `env_passthrough`: names ending in `_TOKEN`, `_SECRET`, \
-`_PASSWORD`, `_PASSWD`, `_API_KEY`, `_ACCESS_KEY`, `_KEY` or `_CREDENTIALS`, names containing \
-`SECRET`, and `AWS_SESSION_TOKEN`, `AWS_ACCESS_KEY_ID`, `SSH_AUTH_SOCK`, `GPG_AGENT_INFO`, \
-`DOCKER_AUTH_CONFIG`.",
-    );
+    tp(&mut r, "Credential variables", &credential_vars_text());
     tp(
         &mut r,
         "HTTP_PROXY, HTTPS_PROXY, ALL_PROXY",
@@ -742,8 +784,14 @@ writes in the project (a `Makefile`, test files, package scripts) are code that 
 sbx cannot tell good edits from bad; an allowed host can receive anything the command can read; \
 the allowlist proxy cannot see domain fronting inside TLS; only programs that honour the proxy \
 variables get network in allowlist mode; `unix_sockets = \"allow\"` and `network = \"allow\"` \
-each open ways out. When the sandbox cannot start, sbx says why on every run and runs the command \
-without it, unless `require` is set (then it exits 125).",
+each open ways out.",
+    );
+    pp(
+        &mut r,
+        "When this machine cannot run a sandbox at all (no bubblewrap, user namespaces disabled, \
+...), sbx names the cause on every run and runs the command without the sandbox, or with \
+`require` refuses (125). When a sandbox runs here but not this project's (a planted path, a \
+project file), sbx never falls back: it exits 125 without running the command.",
     );
 
     sh(&mut r, "SEE ALSO");
@@ -1087,6 +1135,25 @@ schema), the README's table, then regenerate with SBX_BLESS=1"
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn documented_credential_variables_are_removed() {
+        use crate::policy::is_credential_var;
+        for suffix in CREDENTIAL_VAR_SUFFIXES {
+            assert!(is_credential_var(&format!("MY{suffix}")), "{suffix}");
+        }
+        for part in CREDENTIAL_VAR_PARTS {
+            assert!(is_credential_var(&format!("A{part}B")), "{part}");
+        }
+        for name in CREDENTIAL_VAR_NAMES {
+            assert!(is_credential_var(name), "{name}");
+        }
+        assert!(!is_credential_var("PATH") && !is_credential_var("HOME"));
+        assert!(crate::policy::is_credential_env(
+            "DATABASE_URL",
+            "postgres://u:p@host/db"
+        ));
     }
 
     #[test]
