@@ -340,11 +340,15 @@ fn run_plan(
     shell_command: bool,
     proxy: Option<RunningProxy>,
 ) -> Result<Infallible> {
-    let mut watch: Vec<PathBuf> = policy
+    // Every protected path outside git's own directories (which always
+    // exist and are read-only in every sandbox), with its identity before
+    // the run: missing ones could be created, and one created by another run
+    // meanwhile could be replaced, by this command.
+    let mut watch: Vec<(PathBuf, Option<(u64, u64)>)> = policy
         .protected
         .iter()
-        .filter(|p| p.kind == policy::Kind::Missing && !p.create)
-        .map(|p| p.path.clone())
+        .filter(|p| !p.create && !p.path.components().any(|c| c.as_os_str() == ".git"))
+        .map(|p| (p.path.clone(), p.identity))
         .collect();
     watch.sort();
     let new_git = policy.project.join(".git");

@@ -198,7 +198,7 @@ pub enum Outcome {
 #[cfg(target_os = "linux")]
 pub fn run_sandboxed(
     plan: &Plan,
-    watch: &[PathBuf],
+    watch: &[(PathBuf, Option<(u64, u64)>)],
     on_started: &dyn Fn(),
     warn: &dyn Fn(&str),
 ) -> Result<Outcome> {
@@ -292,33 +292,77 @@ pub fn run_sandboxed(
     if !started {
         return Ok(Outcome::NotStarted(diagnose(plan)));
     }
-    for path in watch {
-        if std::fs::symlink_metadata(path).is_err() {
-            continue;
-        }
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut target = path.with_file_name(format!("{name}.sbx-blocked"));
-        let mut n = 1;
-        while std::fs::symlink_metadata(&target).is_ok() {
-            n += 1;
-            target = path.with_file_name(format!("{name}.sbx-blocked-{n}"));
-        }
-        match std::fs::rename(path, &target) {
-            Ok(()) => warn(&format!(
-                "the command created {}, which runs later outside the sandbox; it was moved to {} (review it, and rename it back only if you trust it)",
-                path.display(),
-                target.display()
-            )),
-            Err(e) => warn(&format!(
-                "the command created {}, which runs later outside the sandbox, and it could not be moved away ({e}): review it before use",
-                path.display()
-            )),
+    let mut code = code;
+    for (path, before) in watch {
+        if !sweep(path, *before, warn) {
+            // Left in place, it would run later outside the sandbox: sbx
+            // fails so that the caller notices, whatever the command did.
+            code = i32::from(crate::error::EXIT_SBX_FAILED);
         }
     }
     Ok(Outcome::Exited(u8::try_from(code).unwrap_or(255)))
+}
+
+/// Neutralise a "runs later" path that the run created or replaced: rename
+/// it to `NAME.sbx-blocked[-N]` (nothing is deleted) and say so. Its
+/// directory must still be the real directory it was when the policy was
+/// resolved, so the rename never follows a link the command planted. False
+/// when such a path is still in place.
+#[cfg(target_os = "linux")]
+fn sweep(path: &Path, before: Option<(u64, u64)>, warn: &dyn Fn(&str)) -> bool {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return true;
+    };
+    if Some((meta.dev(), meta.ino())) == before {
+        return true;
+    }
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return true;
+    };
+    if std::fs::canonicalize(parent).ok().as_deref() != Some(parent) {
+        warn(&format!(
+            "{} runs later outside the sandbox and was created or replaced during the run, but its directory changed too, so sbx did not touch it: review it before use",
+            path.display()
+        ));
+        return false;
+    }
+    let name = name.to_string_lossy().into_owned();
+    let mut target = parent.join(format!("{name}.sbx-blocked"));
+    let mut n = 1;
+    while std::fs::symlink_metadata(&target).is_ok() {
+        n += 1;
+        target = parent.join(format!("{name}.sbx-blocked-{n}"));
+    }
+    let mut moved = std::fs::rename(path, &target);
+    if moved.is_err() {
+        // The command may have taken the write bit off the directory.
+        if let Ok(m) = std::fs::metadata(parent) {
+            if m.uid() == nix::unistd::geteuid().as_raw() {
+                let mut perms = m.permissions();
+                perms.set_mode(perms.mode() | 0o700);
+                let _ = std::fs::set_permissions(parent, perms);
+                moved = std::fs::rename(path, &target);
+            }
+        }
+    }
+    match moved {
+        Ok(()) => {
+            warn(&format!(
+                "the command created or replaced {}, which runs later outside the sandbox; it was moved to {} (review it, and rename it back only if you trust it)",
+                path.display(),
+                target.display()
+            ));
+            true
+        }
+        Err(e) => {
+            warn(&format!(
+                "the command created or replaced {}, which runs later outside the sandbox, and it could not be moved away ({e}): review it before use",
+                path.display()
+            ));
+            false
+        }
+    }
 }
 
 /// Why a sandbox did not start.

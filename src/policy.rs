@@ -69,6 +69,10 @@ pub struct Protected {
     /// Missing now; created empty before the run so it can be made read-only
     /// (only inside `.git`, where git would create it anyway).
     pub create: bool,
+    /// Device and inode when the policy was resolved (`None`: missing). A
+    /// path that exists after the run with another identity was created or
+    /// replaced meanwhile, and is neutralised (see `exec::run_sandboxed`).
+    pub identity: Option<(u64, u64)>,
 }
 
 /// A system path made readable in `filesystem = "read-only"` mode.
@@ -979,8 +983,17 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             let resolved = match real(&c) {
                 Some(r) => alias(r),
                 None => {
-                    // Resolve the parent so a missing path is placed where it would be created.
-                    match (c.parent().and_then(real), c.file_name()) {
+                    // A missing path is watched at its first missing
+                    // component, placed under the real directory that exists:
+                    // that component is what the command would create.
+                    let mut missing = c.as_path();
+                    while let Some(parent) = missing.parent() {
+                        if real(parent).is_some() || parent.parent().is_none() {
+                            break;
+                        }
+                        missing = parent;
+                    }
+                    match (missing.parent().and_then(real), missing.file_name()) {
                         (Some(parent), Some(name)) => alias(parent.join(name)),
                         _ => lexical.clone(),
                     }
@@ -1019,10 +1032,15 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
                     (kind, create) = (Kind::File, true);
                 }
             }
+            let identity = std::fs::symlink_metadata(&resolved).ok().map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                (m.dev(), m.ino())
+            });
             let entry = Protected {
                 path: resolved.clone(),
                 kind,
                 create,
+                identity,
             };
             if protected.contains(&entry) {
                 continue;
@@ -1241,16 +1259,19 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
                 path: project.join(".envrc"),
                 kind: Kind::File,
                 create: false,
+                identity: None,
             },
             Protected {
                 path: project.join(".git/config"),
                 kind: Kind::File,
                 create: false,
+                identity: None,
             },
             Protected {
                 path: project.join(".git/hooks"),
                 kind: Kind::Dir,
                 create: true,
+                identity: None,
             },
         ],
         pins: vec![project.join(".git")],

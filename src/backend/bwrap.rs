@@ -478,6 +478,7 @@ mod tests {
             path: "/home/t/proj/Makefile".into(),
             kind: Kind::File,
             create: false,
+            identity: None,
         });
         let p = plan(&policy);
         let a = args(&p);
@@ -513,6 +514,7 @@ mod tests {
             path: odd.join(".sbx.toml"),
             kind: Kind::File,
             create: false,
+            identity: None,
         }];
         policy.pins.clear();
         policy.env_files = vec![odd.join(".env")];
@@ -531,6 +533,7 @@ mod tests {
             path: "/home/t/proj/.vscode".into(),
             kind: Kind::Missing,
             create: false,
+            identity: None,
         }];
         let a = args(&plan(&policy));
         assert!(!a.iter().any(|x| x == "/home/t/proj/.vscode"), "{a:?}");

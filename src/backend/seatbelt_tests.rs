@@ -51,6 +51,7 @@ fn policy_for(home: &str, project: &str) -> Policy {
         path: project.join(rel),
         kind,
         create,
+        identity: None,
     };
     let mut writable = vec![
         PathBuf::from("/private/tmp"),
@@ -136,6 +137,7 @@ fn deny_extra_policy() -> Policy {
         path: PathBuf::from("/Users/t/proj/tools/deploy.sh"),
         kind: Kind::File,
         create: false,
+        identity: None,
     });
     p.env_files = vec![
         PathBuf::from("/Users/t/proj/.env"),
