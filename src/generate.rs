@@ -107,7 +107,9 @@ the system paths.",
 root, `~` and `~/...` the home directory, other relative paths are relative to the project root; \
 `..` is refused. Each path is resolved to its real path (`/tmp` is `/private/tmp` on macOS, where \
 `$TMPDIR` is writable too); a path that does not exist is skipped with a warning. A trusted file's \
-list replaces the one below it (keep `\".\"` to keep the project writable); `--writable` adds to it.",
+list replaces the one below it (keep `\".\"` to keep the project writable); `--writable` adds to it. \
+The default `.` is not made writable when the project root is the home directory or one of its \
+ancestors (sbx warns; an explicit `\"~\"` still is).",
         project: "its list replaces the trusted one, keeping only the paths that lie inside a path \
 the trusted layers make writable; the others are ignored with a warning.",
         example: "[\".\", \"/tmp\"]",
@@ -733,7 +735,8 @@ to the project root. It can only narrow the policy; read-only inside the sandbox
         "The cache directory (`$XDG_CACHE_HOME/sbx`), read-only inside the sandbox when a \
 writable path covers it. It holds `envscan-HASH`, one file per project that caches the search for \
 `.env` files between runs (its content is checked, never trusted), and `empty`, the empty \
-mode-000 placeholder file that is mounted over each credential file.",
+mode-000 placeholder file that is mounted over each credential file (`/dev/null` is used instead \
+when the cache directory lies inside a writable path). sbx creates it (mode 0700) before each run.",
     );
     tp(
         &mut r,
