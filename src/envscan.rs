@@ -62,8 +62,21 @@ const MAX_CACHE_BYTES: u64 = 64 << 20;
 
 /// Real paths of the regular `.env` files under `project` (sorted, without
 /// duplicates), walking from the cache in `cache_dir` when there is one.
+#[cfg(test)]
 pub fn find(project: &Path, cache_dir: Option<&Path>) -> Vec<PathBuf> {
     scan(project, cache_dir, now_ns()).0
+}
+
+/// [`find`], and the directories that could not be listed (no read
+/// permission): what they hold is unknown, so they must be masked whole. A
+/// command can make a directory unreadable to hide a `.env` from the next
+/// scan, then make it readable again.
+pub fn find_with_unreadable(
+    project: &Path,
+    cache_dir: Option<&Path>,
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (found, stats) = scan(project, cache_dir, now_ns());
+    (found, stats.unreadable)
 }
 
 /// What identifies a directory's entry list as unchanged.
@@ -106,6 +119,8 @@ struct Dir {
     /// (any case); [`crate::policy::is_env_file_name`] is applied when
     /// resolving.
     envs: Vec<Vec<u8>>,
+    /// It could not be listed (never cached: read again every time).
+    unreadable: bool,
 }
 
 /// A decoded cache file.
@@ -122,6 +137,8 @@ struct Stats {
     read: usize,
     reused: usize,
     wrote: bool,
+    /// Directories that could not be listed.
+    unreadable: Vec<PathBuf>,
 }
 
 fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, Stats) {
@@ -163,7 +180,11 @@ fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, S
             None => {
                 stats.read += 1;
                 dirty = true;
-                read(&path, stamp)
+                let (dir, complete) = read(&path, stamp);
+                if dir.unreadable {
+                    stats.unreadable.push(path.clone());
+                }
+                (dir, complete)
             }
         };
         for name in &dir.subdirs {
@@ -195,18 +216,22 @@ fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, S
     (found, stats)
 }
 
-/// Read one directory. The flag tells whether the listing is complete (a
-/// directory that may not be read counts as complete and empty: making it
-/// readable changes its change time).
+/// Read one directory. The flag tells whether the listing is complete; a
+/// directory that may not be read is incomplete (so never cached) and marked
+/// unreadable.
 fn read(path: &Path, stamp: Stamp) -> (Dir, bool) {
     let mut dir = Dir {
         stamp,
         subdirs: Vec::new(),
         envs: Vec::new(),
+        unreadable: false,
     };
     let entries = match std::fs::read_dir(path) {
         Ok(e) => e,
-        Err(e) => return (dir, e.kind() == io::ErrorKind::PermissionDenied),
+        Err(e) => {
+            dir.unreadable = e.kind() == io::ErrorKind::PermissionDenied;
+            return (dir, false);
+        }
     };
     let mut complete = true;
     for entry in entries {
@@ -335,6 +360,7 @@ fn decode(bytes: &[u8], project: &Path) -> Option<Cache> {
                     stamp,
                     subdirs,
                     envs,
+                    unreadable: false,
                 },
             )
             .is_some()
@@ -695,6 +721,7 @@ mod tests {
                         stamp: stamp(&p),
                         subdirs: vec![b"a".to_vec()],
                         envs: vec![],
+                        unreadable: false,
                     },
                 ),
                 (
@@ -703,6 +730,7 @@ mod tests {
                         stamp: stamp(&p.join("a")),
                         subdirs: vec![],
                         envs: vec![b".env".to_vec()],
+                        unreadable: false,
                     },
                 ),
             ]
@@ -729,6 +757,7 @@ mod tests {
                         stamp: stamp(&p),
                         subdirs: vec![],
                         envs: vec![b".env".to_vec()],
+                        unreadable: false,
                     },
                 ));
                 r
@@ -742,6 +771,7 @@ mod tests {
                         stamp: stamp(&p),
                         subdirs: vec![],
                         envs: vec![],
+                        unreadable: false,
                     },
                 ));
                 r
@@ -753,6 +783,7 @@ mod tests {
                     stamp: stamp(&p.join("a")),
                     subdirs: vec![],
                     envs: vec![],
+                    unreadable: false,
                 };
                 r.push((b"a".to_vec(), dup));
                 r

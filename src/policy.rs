@@ -1066,14 +1066,47 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
     // path anyway (reads are broad; credentials are masked on their own), and
     // masking it would let the command plant `.env -> /usr/lib/libc.so.6`
     // and break every later sandbox.
-    let env_files = if host.scan_env_files {
-        crate::envscan::find(&project, host.cache_dir.as_deref())
+    let (env_files, unreadable) = if host.scan_env_files {
+        let (found, unreadable) =
+            crate::envscan::find_with_unreadable(&project, host.cache_dir.as_deref());
+        let found: Vec<PathBuf> = found
             .into_iter()
             .filter(|p| p.starts_with(&project))
-            .collect()
+            .collect();
+        (found, unreadable)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
+    // A directory the scan could not list may hold a `.env`: it is masked
+    // whole, like a credential directory.
+    for dir in unreadable {
+        credentials.push(Credential {
+            written: dir.clone(),
+            real: Some(dir),
+            kind: Kind::Dir,
+        });
+    }
+    // Every directory between a writable root and a masked `.env` becomes a
+    // mount point of itself: renaming one (say to `node_modules`, which the
+    // scan prunes) would otherwise hide the file from the next scan.
+    if s.filesystem != FsSetting::ReadOnly {
+        for file in &env_files {
+            let Some(root) = in_writable(file) else {
+                continue;
+            };
+            let mut dir = file.parent();
+            while let Some(d) = dir {
+                if d == root || !d.starts_with(&root) {
+                    break;
+                }
+                if !pins.iter().any(|p| p == d) {
+                    pins.push(d.to_path_buf());
+                }
+                dir = d.parent();
+            }
+        }
+        pins.sort_by_key(|p| p.components().count());
+    }
 
     // The placeholder bound over credential files: in sbx's cache, unless
     // that lies where some sandbox could write (then it could be swapped for
