@@ -118,4 +118,6 @@ echo "== peak memory"
 /usr/bin/time -f '%M' -o "$work/out/rss-allowlist.txt" "$sbx" run --network allowlist --allow-domain example.com -- /bin/true 2>/dev/null || true
 
 cd - >/dev/null
+echo "== allowlist proxy"
+SBX="$sbx" SBX_BENCH_DIR="$work/proxy" SBX_BENCH_OUT="$work/out" bash bench/proxy.sh $([ $quick = 1 ] && echo --quick)
 python3 bench/report.py "$work/out" "$rounds" $([ $quick = 1 ] && echo --quick)

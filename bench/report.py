@@ -87,6 +87,20 @@ if os.path.exists(skipped_path):
         lines.append("Not installed here, so not measured: " + "; ".join(skipped) + ".")
         lines.append("")
 
+proxy_path = os.path.join(out_dir, "proxy.json")
+if os.path.exists(proxy_path):
+    with open(proxy_path) as f:
+        px = json.load(f)
+    lines.append(f"**Allowlist proxy: {px.get('mib', '?')} MiB streamed through a CONNECT tunnel, "
+                 f"median of {px.get('requests', '?')} small GETs (`bench/proxy.sh`)**")
+    lines.append("")
+    lines.append("| path | throughput | ratio | request latency |")
+    lines.append("|---|---|---|---|")
+    lines.append(f"| direct (loopback) | {px['direct_mbps']:.0f} MB/s | 1.00 | {px['direct_ms']:.2f} ms |")
+    lines.append(f"| through the proxy | {px['proxy_mbps']:.0f} MB/s | "
+                 f"{px['proxy_mbps'] / px['direct_mbps']:.2f} | {px['proxy_ms']:.2f} ms |")
+    lines.append("")
+
 rss = []
 for name, label in (("rss-run.txt", "`sbx run -- true`"), ("rss-allowlist.txt", "allowlist mode")):
     path = os.path.join(out_dir, name)

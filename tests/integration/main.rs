@@ -7,6 +7,9 @@ mod util;
 // Host-side evidence shared by the suites: output, listeners, snapshots.
 mod host;
 
+// The network allowlist end to end: sandboxed clients, host servers as judges.
+#[cfg(target_os = "linux")]
+mod allowlist;
 // Command line: help, usage errors, `--` handling, shell-mode detection.
 mod cli;
 // Bad configuration: exit 125, a message naming file, line and key, and the
