@@ -340,14 +340,18 @@ fn run_plan(
     shell_command: bool,
     proxy: Option<RunningProxy>,
 ) -> Result<Infallible> {
-    // Every protected path outside git's own directories (which always
-    // exist and are read-only in every sandbox), with its identity before
-    // the run: missing ones could be created, and one created by another run
-    // meanwhile could be replaced, by this command.
+    // Every protected path with its identity before the run: missing ones
+    // could be created, and one created by another run meanwhile replaced,
+    // by this command. Those inside .git that exist are left out: they are
+    // read-only in every sandbox, and git itself replaces them (a lock file
+    // renamed over .git/config) when the user runs it meanwhile.
     let mut watch: Vec<(PathBuf, Option<(u64, u64)>)> = policy
         .protected
         .iter()
-        .filter(|p| !p.create && !p.path.components().any(|c| c.as_os_str() == ".git"))
+        .filter(|p| {
+            !p.create
+                && (p.identity.is_none() || !p.path.components().any(|c| c.as_os_str() == ".git"))
+        })
         .map(|p| (p.path.clone(), p.identity))
         .collect();
     watch.sort();

@@ -522,31 +522,47 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| !n.ends_with(".sample"))
         .collect();
-    const RISKY: &[&str] = &[
-        "fsmonitor",
-        "hookspath",
-        "sshcommand",
-        "editor",
-        "pager",
-        "askpass",
-        "textconv",
-        "external",
-        "filter",
-        "program",
-        "helper",
-        "packobjectshook",
-        "alternaterefscommand",
-        "include",
-        "proxycommand",
+    // What `git init` writes; any other key is reported (a list of the
+    // dangerous ones would always miss one: diff drivers, merge drivers,
+    // upload-pack commands, includes, ...).
+    const INIT_KEYS: &[&str] = &[
+        "core.repositoryformatversion",
+        "core.filemode",
+        "core.bare",
+        "core.logallrefupdates",
+        "core.ignorecase",
+        "core.precomposeunicode",
+        "core.symlinks",
+        "extensions.objectformat",
+        "extensions.refstorage",
+        "init.defaultbranch",
     ];
-    let config = std::fs::read_to_string(git.join("config"))
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    let risky: Vec<&str> = RISKY
-        .iter()
-        .copied()
-        .filter(|k| config.contains(k))
-        .collect();
+    let config = std::fs::read_to_string(git.join("config")).unwrap_or_default();
+    let mut section = String::new();
+    let mut risky: Vec<String> = Vec::new();
+    for line in config.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(head) = line.strip_prefix('[') {
+            section = head.trim_end_matches(']').trim().to_ascii_lowercase();
+            continue;
+        }
+        let key = line
+            .split('=')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        let full = format!("{section}.{key}");
+        if !INIT_KEYS.contains(&full.as_str()) && !risky.contains(&full) {
+            risky.push(full);
+        }
+    }
+    if std::fs::symlink_metadata(git.join("commondir")).is_ok() {
+        risky.push("commondir".into());
+    }
     if hooks.is_empty() && risky.is_empty() {
         return;
     }
@@ -554,7 +570,7 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
         "the command created the git repository {} with hooks [{}] and config keys [{}] that git runs outside the sandbox: review them before using git there",
         git.display(),
         hooks.join(", "),
-        risky.join(", ")
+        banner_safe(&risky.join(", "))
     ));
 }
 
@@ -576,6 +592,10 @@ fn close_on_exec_above_stderr() {
     for fd in fds {
         let _ = fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
     }
+}
+
+fn banner_safe(text: &str) -> String {
+    crate::banner::sanitize(text)
 }
 
 /// Run a command as it is, without any sandbox.

@@ -959,6 +959,20 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             }
             candidates.push(project.join(rel));
         }
+        if git.is_file() {
+            // `gitdir: PATH` of a worktree or submodule checkout: rewritten,
+            // it points git at a directory the command prepared.
+            candidates.push(git.clone());
+        } else {
+            // `commondir` sends git to another directory for its config and
+            // hooks; a normal repository has none, so it is watched.
+            candidates.push(git.join("commondir"));
+        }
+        // A hooks directory set by `core.hooksPath` (husky, lefthook) runs
+        // like .git/hooks.
+        if let Some(hooks) = hooks_path(&git.join("config"), &project, &home) {
+            candidates.push(hooks);
+        }
         // Submodules keep their hooks and config under .git/modules.
         let mut git_dirs = vec![git.clone()];
         if git.is_dir() {
@@ -1170,6 +1184,35 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         warnings,
         origins: s.origins,
     })
+}
+
+/// The directory `core.hooksPath` names in a git config file, made
+/// absolute (relative to the working tree; `~/` expanded), if any. A plain
+/// line scan: enough to find the key git itself reads, and a miss only
+/// leaves the hooks directory unprotected as it was before.
+fn hooks_path(config: &Path, worktree: &Path, home: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(config).ok()?;
+    let mut in_core = false;
+    let mut found = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_core = line.to_ascii_lowercase().starts_with("[core]");
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if in_core && key.trim().eq_ignore_ascii_case("hookspath") {
+            let value = value.trim().trim_matches('"');
+            found = Some(if let Some(rest) = value.strip_prefix("~/") {
+                home.join(rest)
+            } else {
+                worktree.join(value)
+            });
+        }
+    }
+    found
 }
 
 /// The git directories of submodules (`.git/modules/NAME`, nested ones
