@@ -302,14 +302,16 @@ fn start_proxy(rules: &[crate::netrule::HostRule], host: &Host, log: bool) -> Re
         }
     });
     let config = std::sync::Arc::new(config);
-    std::thread::spawn(move || {
-        // Signals are for the main thread's signalfd: a SIGCHLD taken (and
-        // dropped) by this thread would leave sbx waiting for bubblewrap
-        // forever. The connection threads inherit this mask.
-        #[cfg(target_os = "linux")]
-        crate::supervise::block_all_signals();
-        crate::proxy::serve_unix(listener, config)
-    });
+    // Signals are for the main thread's signalfd: a SIGCHLD taken (and
+    // dropped) by another thread would leave sbx waiting for bubblewrap
+    // forever. The connection threads inherit the blocked mask.
+    let serve = move || {
+        let _ = crate::proxy::serve_unix(listener, config);
+    };
+    #[cfg(target_os = "linux")]
+    crate::supervise::spawn_without_signals(serve).context("starting the proxy")?;
+    #[cfg(not(target_os = "linux"))]
+    std::thread::spawn(serve);
     Ok(running)
 }
 

@@ -122,16 +122,16 @@ fn start_relay(socket: &Path) -> Result<()> {
     let listener = TcpListener::bind(("127.0.0.1", port))
         .with_context(|| format!("listening on 127.0.0.1:{port} inside the sandbox"))?;
     let socket = socket.to_path_buf();
-    std::thread::spawn(move || {
-        // Signals are for PID 1's signalfd (see supervise.rs); the relay
-        // threads inherit this mask.
-        crate::supervise::block_all_signals();
+    // Signals are for PID 1's signalfd (see supervise.rs); the relay
+    // threads inherit the blocked mask.
+    crate::supervise::spawn_without_signals(move || {
         for conn in listener.incoming() {
             let Ok(tcp) = conn else { continue };
             let socket = socket.clone();
             std::thread::spawn(move || relay(tcp, &socket));
         }
-    });
+    })
+    .context("starting the proxy relay")?;
     Ok(())
 }
 

@@ -891,7 +891,14 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         writable = match &s.project_writable {
             None => trusted,
             Some((paths, file)) => {
-                let mut kept = Vec::new();
+                // The command line is applied after the project file: its
+                // `--writable` paths stay whatever the project narrows.
+                let mut kept: Vec<PathBuf> = s
+                    .writable
+                    .iter()
+                    .filter(|(_, source)| *source == Source::Flags)
+                    .filter_map(|(p, _)| real(p).map(&alias))
+                    .collect();
                 for p in paths {
                     let Some(r) = real(p).map(&alias) else {
                         warnings.push(format!(

@@ -83,12 +83,22 @@ pub fn route_signals(all: bool) -> Result<(SignalFd, MaskGuard)> {
     Ok((fd, guard))
 }
 
-/// Block every signal in the calling thread. Every thread but the one
-/// reading the signalfd must do this first: a process-directed signal goes to
-/// any thread that does not block it, and a SIGCHLD taken by another thread
-/// is lost to the signalfd.
-pub fn block_all_signals() {
-    let _ = SigSet::all().thread_block();
+/// Start a thread that blocks every signal from its first instruction: the
+/// mask is set in the spawning thread around the spawn (a new thread takes
+/// its creator's mask), so no signal can reach it in between.
+pub fn spawn_without_signals<F>(f: F) -> std::io::Result<std::thread::JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    let mut old = SigSet::empty();
+    let _ = nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_BLOCK,
+        Some(&SigSet::all()),
+        Some(&mut old),
+    );
+    let handle = std::thread::Builder::new().spawn(f);
+    let _ = old.thread_set_mask();
+    handle
 }
 
 /// Restores the signal mask it holds when dropped.
