@@ -143,14 +143,10 @@ fn show(out: &Output) -> String {
 
 /// A host tool the test needs; `None` (and a note) when it is missing, so the
 /// test is skipped rather than failed on a machine without it.
+/// A tool the test needs: skipped loudly when missing, and a failure when
+/// SBX_TEST_REQUIRE_SANDBOX=1 (CI installs every one of them).
 fn tool(path: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(path);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipped: {path} is not installed");
-        None
-    }
+    crate::host::tool(&[path]).map(PathBuf::from)
 }
 
 /// A number no other test in this run uses, to tell our processes apart.
