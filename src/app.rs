@@ -443,7 +443,13 @@ fn render(
             let bwrap = match crate::exec::find_bwrap(policy, path_var) {
                 Ok(b) => b,
                 Err(_) if dry_run => PathBuf::from(crate::exec::SYSTEM_BWRAP),
-                Err(cause) => return Ok(Err(cause)),
+                // Only a machine without bubblewrap may fall back; a
+                // bubblewrap that is there but cannot be trusted never does.
+                Err(no) if no.missing => return Ok(Err(no.text)),
+                Err(no) => bail!(
+                    "{}; refusing to run it (a bubblewrap sbx cannot trust is never a reason to run unsandboxed)",
+                    no.text
+                ),
             };
             let sbx = host
                 .self_exe

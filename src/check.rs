@@ -134,7 +134,8 @@ pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> 
 fn backend(policy: &Policy, host: &Host) -> Result<String, String> {
     match policy.platform {
         Platform::Linux => {
-            let path = crate::exec::find_bwrap(policy, host.var("PATH").map(|p| p.as_os_str()))?;
+            let path = crate::exec::find_bwrap(policy, host.var("PATH").map(|p| p.as_os_str()))
+                .map_err(|no| no.text)?;
             let version = std::process::Command::new(&path)
                 .arg("--version")
                 .output()
@@ -221,7 +222,7 @@ fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static
     ];
     let bwrap = match crate::exec::find_bwrap(policy, host.var("PATH").map(|p| p.as_os_str())) {
         Ok(b) => b,
-        Err(e) => return (Err(e), Vec::new()),
+        Err(no) => return (Err(no.text), Vec::new()),
     };
     let plan = crate::backend::bwrap::render(&probe, &bwrap, &sbx, None);
     let output = crate::exec::run_captured(&plan, Duration::from_secs(10));

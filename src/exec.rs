@@ -20,31 +20,56 @@ use crate::policy::{EnvPlan, Kind, Policy};
 /// Where bubblewrap is looked for first.
 pub const SYSTEM_BWRAP: &str = "/usr/bin/bwrap";
 
+/// Why no bubblewrap can be used.
+#[derive(Debug, Clone)]
+pub struct NoBwrap {
+    /// None is installed (or the configured path does not exist): the
+    /// machine cannot sandbox, and `require` decides what happens.
+    pub missing: bool,
+    pub text: String,
+}
+
 /// Find a bubblewrap sbx may trust: the configured one, else `/usr/bin/bwrap`,
 /// else the first on PATH. A bubblewrap whose real path lies in a writable
 /// root or the working directory is never used: the sandboxed command could
-/// have put it there. The error is the cause, for the "not sandboxed" line.
-pub fn find_bwrap(policy: &Policy, path_var: Option<&OsStr>) -> Result<PathBuf, String> {
+/// have put it there. When only such untrusted copies exist, that is never a
+/// reason to run unsandboxed (a command could arrange it: start sbx in
+/// /usr/bin, or delete a configured bwrap it can write): `missing` is false.
+pub fn find_bwrap(policy: &Policy, path_var: Option<&OsStr>) -> Result<PathBuf, NoBwrap> {
     let untrusted =
         |p: &Path| policy.writable.iter().any(|w| p.starts_with(w)) || p.starts_with(&policy.cwd);
+    let refuse = |text: String| NoBwrap {
+        missing: false,
+        text,
+    };
     if let Some(configured) = &policy.bwrap {
-        let real = std::fs::canonicalize(configured).map_err(|e| {
-            format!(
-                "the configured bwrap {} cannot be used: {e}",
-                configured.display()
-            )
-        })?;
-        if untrusted(&real) {
-            return Err(format!(
-                "the configured bwrap {} lies inside a writable root, where the sandbox could replace it",
+        // Where it would be, even if it is gone now.
+        let place = configured
+            .parent()
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .map(|p| p.join(configured.file_name().unwrap_or_default()))
+            .unwrap_or_else(|| configured.clone());
+        let real = std::fs::canonicalize(configured).unwrap_or_else(|_| place.clone());
+        if untrusted(&place) || untrusted(&real) {
+            return Err(refuse(format!(
+                "the configured bwrap {} lies inside a writable root or the working directory, where the sandbox could replace it (install it elsewhere)",
                 real.display()
-            ));
+            )));
+        }
+        if !real.exists() {
+            return Err(NoBwrap {
+                missing: true,
+                text: format!(
+                    "the configured bwrap {} does not exist (fix `bwrap` in your configuration)",
+                    configured.display()
+                ),
+            });
         }
         if !is_executable(&real) {
-            return Err(format!(
+            return Err(refuse(format!(
                 "the configured bwrap {} is not executable",
                 real.display()
-            ));
+            )));
         }
         return Ok(real);
     }
@@ -54,16 +79,31 @@ pub fn find_bwrap(policy: &Policy, path_var: Option<&OsStr>) -> Result<PathBuf, 
             candidates.extend(found);
         }
     }
+    let mut distrusted = None;
     for c in candidates {
         let Ok(real) = std::fs::canonicalize(&c) else {
             continue;
         };
-        if is_executable(&real) && !untrusted(&real) {
-            return Ok(real);
+        if !is_executable(&real) {
+            continue;
         }
+        if untrusted(&real) {
+            distrusted.get_or_insert(real);
+            continue;
+        }
+        return Ok(real);
+    }
+    if let Some(real) = distrusted {
+        return Err(refuse(format!(
+            "the only bubblewrap found, {}, lies inside a writable root or the working directory, where the sandbox could replace it (run sbx from another directory)",
+            real.display()
+        )));
     }
     let cause = crate::probe::BWRAP_MISSING;
-    Err(format!("{} ({})", cause.what, cause.fix))
+    Err(NoBwrap {
+        missing: true,
+        text: format!("{} ({})", cause.what, cause.fix),
+    })
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -447,10 +487,18 @@ pub fn diagnose(plan: &Plan) -> NotStarted {
     if !ok {
         let facts = crate::probe::Facts::read();
         let root = nix::unistd::geteuid().is_root();
-        return NotStarted::Environment(
-            crate::probe::diagnose(&stderr, &facts, root),
-            first_line(&stderr),
-        );
+        let cause = crate::probe::diagnose(&stderr, &facts, root);
+        // Only a cause sbx recognises (no user namespaces, no seccomp, an old
+        // bubblewrap, ...) says this machine cannot sandbox. A timeout, a
+        // spawn error or an unknown message could be the command's doing (a
+        // process storm from a concurrent run): never a fallback.
+        if cause != crate::probe::UNKNOWN {
+            return NotStarted::Environment(cause, first_line(&stderr));
+        }
+        return NotStarted::Policy(format!(
+            "the diagnostic sandbox failed too, for no reason sbx recognises: {}",
+            first_line(&stderr)
+        ));
     }
     let mut args: Vec<OsString> = plan.args[..=sep].to_vec();
     args.push("true".into());
@@ -503,6 +551,9 @@ fn run_for_stderr(plan: &Plan) -> (bool, String) {
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    if status.is_none() {
+        stderr = "the diagnostic run did not finish within 5 seconds".into();
     }
     (status.is_some_and(|s| s.success()), stderr)
 }

@@ -779,6 +779,38 @@ fn kind_of(p: &Path) -> Kind {
     }
 }
 
+/// Why the default `.` must not make `project` writable, if it must not:
+/// the working directory the command was started in decides it, and a
+/// command can choose where the next one starts. Home and its ancestors, the
+/// hidden directories of home (`~/.config`, `~/.local/bin`, ...), a directory
+/// on `PATH`, and outside home any directory that is not a git repository
+/// hold what runs later (or everything) rather than a project.
+fn unsafe_default_project(project: &Path, home_real: &Path, host: &Host) -> Option<String> {
+    if home_real.starts_with(project) {
+        return Some("it is your home directory or holds it (not in a project)".into());
+    }
+    if let Ok(rest) = project.strip_prefix(home_real) {
+        let hidden = rest
+            .components()
+            .next()
+            .is_some_and(|c| c.as_os_str().as_encoded_bytes().first() == Some(&b'.'));
+        if hidden {
+            return Some(
+                "it lies in a hidden directory of your home (settings, caches, programs)".into(),
+            );
+        }
+    } else if !project.join(".git").exists() {
+        return Some("it is outside your home directory and not a git repository".into());
+    }
+    let on_path = host.var("PATH").is_some_and(|path| {
+        std::env::split_paths(path).any(|d| real(&d).as_deref() == Some(project))
+    });
+    if on_path {
+        return Some("it is a directory on PATH".into());
+    }
+    None
+}
+
 /// The project root: the nearest ancestor of `cwd` holding `.git`, but never
 /// the home directory, one of its ancestors, or `/` (a dotfiles repository in
 /// `$HOME` must not make all of home writable); else `cwd` itself.
@@ -862,14 +894,20 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         // that is not a project, and it would hand over every dotfile and
         // PATH directory. An explicit `writable = ["~"]` still can.
         let mut wanted: Vec<PathBuf> = Vec::new();
+        let unsafe_project = match flags.project {
+            Some(_) => None,
+            None => unsafe_default_project(&project, &home_real, host),
+        };
         for (p, source) in &s.writable {
             let is_default_project = *source == Source::Default && *p == project;
-            if is_default_project && home_real.starts_with(&project) {
-                warnings.push(format!(
-                    "{} is not in a project (no .git below your home directory), so it is not made writable; cd into a project or pass --project DIR",
-                    project.display()
-                ));
-                continue;
+            if is_default_project {
+                if let Some(why) = &unsafe_project {
+                    warnings.push(format!(
+                        "{} is not made writable: {why}; cd into a project or pass --project DIR",
+                        project.display()
+                    ));
+                    continue;
+                }
             }
             wanted.push(p.clone());
         }

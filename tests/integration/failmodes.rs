@@ -214,6 +214,17 @@ fn unavailable_cases(world: &World, config: &dyn Fn(&str), cause: &str) {
     std::fs::remove_file(world.project.join(".sbx.toml")).unwrap();
 }
 
+/// A bubblewrap that exists but cannot be trusted (it lies where the
+/// sandboxed command could replace or delete it) is never a reason to run
+/// unsandboxed: refused with and without `require`.
+fn refused_cases(world: &World, config: &dyn Fn(&str), cause: &str) {
+    config("");
+    let out = run_sh(world, &[], WRITE_HOME_EXIT_7);
+    assert_refused(world, &out, cause);
+    let out = run_sh(world, &["--require"], WRITE_HOME_EXIT_7);
+    assert_refused(world, &out, cause);
+}
+
 /// The Python driver for a pseudo-terminal: run ARGV with a controlling
 /// terminal, answer ANSWER (`EOF` sends Ctrl-D) when the `[y/N]` prompt
 /// appears, collect everything written to the terminal, and print it
@@ -308,7 +319,7 @@ fn run_without_terminal(world: &World, args: &[&str]) -> Output {
 #[test]
 fn configured_bwrap_missing_runs_unsandboxed_loudly_or_refuses() {
     let world = World::new();
-    let cause = "the configured bwrap /nonexistent/bwrap cannot be used";
+    let cause = "the configured bwrap /nonexistent/bwrap does not exist";
     unavailable_cases(
         &world,
         &|extra| config_bwrap(&world, Path::new("/nonexistent/bwrap"), extra),
@@ -375,7 +386,7 @@ fn unsandboxed_fallback_keeps_other_exit_codes() {
 #[test]
 fn the_warning_cannot_be_silenced() {
     let world = World::new();
-    let cause = "the configured bwrap /nonexistent/bwrap cannot be used";
+    let cause = "the configured bwrap /nonexistent/bwrap does not exist";
     config_bwrap(
         &world,
         Path::new("/nonexistent/bwrap"),
@@ -429,7 +440,7 @@ fn configured_bwrap_in_the_project_is_never_used() {
         "the configured bwrap {} lies inside a writable root",
         bwrap.display()
     );
-    unavailable_cases(&world, &|extra| config_bwrap(&world, &bwrap, extra), &cause);
+    refused_cases(&world, &|extra| config_bwrap(&world, &bwrap, extra), &cause);
     assert!(!ran.exists(), "a bwrap inside the project was executed");
 }
 
@@ -443,7 +454,7 @@ fn configured_bwrap_in_an_extra_writable_root_is_never_used() {
         "the configured bwrap {} lies inside a writable root",
         bwrap.display()
     );
-    unavailable_cases(
+    refused_cases(
         &world,
         &|extra| {
             config_bwrap(
@@ -469,7 +480,7 @@ fn configured_bwrap_reached_through_a_symlink_into_the_project_is_never_used() {
         "the configured bwrap {} lies inside a writable root",
         real.display()
     );
-    unavailable_cases(&world, &|extra| config_bwrap(&world, &link, extra), &cause);
+    refused_cases(&world, &|extra| config_bwrap(&world, &link, extra), &cause);
     assert!(!ran.exists(), "a bwrap inside the project was executed");
 }
 
@@ -481,7 +492,7 @@ fn configured_bwrap_in_the_working_directory_is_never_used() {
     // keeps this bwrap out.
     let bwrap = fake_bwrap(&world.project, UID_MAP_ERROR, Some(&ran));
     let cause = format!("the configured bwrap {}", bwrap.display());
-    unavailable_cases(
+    refused_cases(
         &world,
         &|extra| config_bwrap(&world, &bwrap, &format!("writable = [\"/tmp\"]\n{extra}")),
         &cause,
