@@ -351,8 +351,12 @@ fn run_plan(
         .protected
         .iter()
         .filter(|p| {
+            // A symlink is never mounted (kind Missing) but has an identity:
+            // watched wherever it is.
             !p.create
-                && (p.identity.is_none() || !p.path.components().any(|c| c.as_os_str() == ".git"))
+                && (p.identity.is_none()
+                    || p.kind == policy::Kind::Missing
+                    || !p.path.components().any(|c| c.as_os_str() == ".git"))
         })
         .map(|p| (p.path.clone(), p.identity))
         .collect();

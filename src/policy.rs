@@ -1008,15 +1008,32 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             // `gitdir: PATH` of a worktree or submodule checkout: rewritten,
             // it points git at a directory the command prepared.
             candidates.push(git.clone());
-        } else {
+        } else if git.is_dir() {
             // `commondir` sends git to another directory for its config and
-            // hooks; a normal repository has none, so it is watched.
+            // hooks; a normal repository has none, so it is watched. The
+            // same files of linked worktrees live under .git/worktrees.
             candidates.push(git.join("commondir"));
+            for wt in std::fs::read_dir(git.join("worktrees"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                candidates.push(wt.path().join("commondir"));
+                candidates.push(wt.path().join("gitdir"));
+                candidates.push(wt.path().join("config.worktree"));
+            }
         }
         // A hooks directory set by `core.hooksPath` (husky, lefthook) runs
-        // like .git/hooks.
-        if let Some(hooks) = hooks_path(&git.join("config"), &project, &home) {
-            candidates.push(hooks);
+        // like .git/hooks, whether the repository or the user's own git
+        // config sets it.
+        for config in [
+            git.join("config"),
+            home.join(".gitconfig"),
+            home.join(".config/git/config"),
+        ] {
+            if let Some(hooks) = hooks_path(&config, &project, &home) {
+                candidates.push(hooks);
+            }
         }
         // Submodules keep their hooks and config under .git/modules.
         let mut git_dirs = vec![git.clone()];
@@ -1039,6 +1056,33 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         candidates.extend(s.deny_write.iter().cloned());
         for c in candidates {
             let lexical = alias(c.clone());
+            // A protected path that is itself a symlink living in a writable
+            // root cannot be mounted over (a mount follows the link), and the
+            // command could replace the link whatever it points to: it is
+            // watched by the identity of the link itself and moved aside
+            // after the run if replaced.
+            let link_meta = std::fs::symlink_metadata(&c)
+                .ok()
+                .filter(|m| m.file_type().is_symlink());
+            if let Some(meta) = link_meta {
+                let place = match (c.parent().and_then(real), c.file_name()) {
+                    (Some(parent), Some(name)) => alias(parent.join(name)),
+                    _ => continue,
+                };
+                if in_writable(&place).is_some() {
+                    use std::os::unix::fs::MetadataExt;
+                    let entry = Protected {
+                        path: place,
+                        kind: Kind::Missing,
+                        create: false,
+                        identity: Some((meta.dev(), meta.ino())),
+                    };
+                    if !protected.contains(&entry) {
+                        protected.push(entry);
+                    }
+                }
+                continue;
+            }
             let resolved = match real(&c) {
                 Some(r) => alias(r),
                 None => {
@@ -1061,17 +1105,6 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             let Some(root) = in_writable(&resolved) else {
                 continue;
             };
-            let is_link = std::fs::symlink_metadata(&c)
-                .map(|m| m.file_type().is_symlink())
-                .unwrap_or(false);
-            if is_link {
-                bail!(
-                    "{} is a symlink inside the writable root {}: sbx cannot stop the command from replacing it (replace the symlink with the file it points to, or make {} read-only)",
-                    c.display(),
-                    root.display(),
-                    root.display()
-                );
-            }
             if resolved == root {
                 continue;
             }
@@ -1240,16 +1273,23 @@ fn hooks_path(config: &Path, worktree: &Path, home: &Path) -> Option<PathBuf> {
     let mut in_core = false;
     let mut found = None;
     for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_core = line.to_ascii_lowercase().starts_with("[core]");
-            continue;
+        let mut line = line.trim();
+        if let Some(rest) = line.strip_prefix('[') {
+            // `[core]`, possibly followed by a key on the same line.
+            let (head, after) = rest.split_once(']').unwrap_or((rest, ""));
+            in_core = head.trim().eq_ignore_ascii_case("core");
+            line = after.trim();
         }
         let Some((key, value)) = line.split_once('=') else {
             continue;
         };
         if in_core && key.trim().eq_ignore_ascii_case("hookspath") {
-            let value = value.trim().trim_matches('"');
+            // A comment starts at `;` or `#` outside quotes.
+            let value = value.trim();
+            let value = match value.strip_prefix('"') {
+                Some(quoted) => quoted.split('"').next().unwrap_or(""),
+                None => value.split([';', '#']).next().unwrap_or("").trim(),
+            };
             found = Some(if let Some(rest) = value.strip_prefix("~/") {
                 home.join(rest)
             } else {
