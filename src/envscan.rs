@@ -162,8 +162,18 @@ fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, S
         };
         // Stat before reading: a change after this point shows next time.
         // `lstat`, so a directory symlink is never followed.
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) => {
+                // Listed but not searchable (`chmod 444` on its parent):
+                // what it holds is unknown, so the parent is masked whole.
+                if e.kind() == io::ErrorKind::PermissionDenied {
+                    if let Some(parent) = path.parent() {
+                        stats.unreadable.push(parent.to_path_buf());
+                    }
+                }
+                continue;
+            }
         };
         if !meta.is_dir() {
             continue;
@@ -198,7 +208,9 @@ fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, S
             }
         }
         for name in &dir.envs {
-            resolve(&path, name, &mut found);
+            if resolve(&path, name, &mut found) == Resolved::Denied {
+                stats.unreadable.push(path.clone());
+            }
         }
         // An incompletely read directory is left out, so it is read again.
         if complete {
@@ -269,16 +281,27 @@ fn may_be_env(name: &[u8]) -> bool {
 /// Add the real path of `dir/name` when it is a `.env` file that is, or is a
 /// symlink to, a regular file (wherever the target is: the real path is what
 /// must be masked).
-fn resolve(dir: &Path, name: &[u8], out: &mut Vec<PathBuf>) {
+fn resolve(dir: &Path, name: &[u8], out: &mut Vec<PathBuf>) -> Resolved {
     if !crate::policy::is_env_file_name(&String::from_utf8_lossy(name)) {
-        return;
+        return Resolved::Other;
     }
-    let Ok(real) = std::fs::canonicalize(dir.join(OsStr::from_bytes(name))) else {
-        return;
+    let real = match std::fs::canonicalize(dir.join(OsStr::from_bytes(name))) {
+        Ok(real) => real,
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return Resolved::Denied,
+        Err(_) => return Resolved::Other,
     };
     if std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
         out.push(real);
     }
+    Resolved::Other
+}
+
+/// Whether resolving a `.env` name was refused (its directory cannot be
+/// searched: it must be masked whole).
+#[derive(Debug, PartialEq, Eq)]
+enum Resolved {
+    Denied,
+    Other,
 }
 
 fn now_ns() -> i128 {

@@ -779,6 +779,19 @@ fn kind_of(p: &Path) -> Kind {
     }
 }
 
+/// A regular file owned by the user running sbx, outside the system
+/// directories (a `.env` symlink target worth masking).
+fn is_users_own_file(p: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    const SYSTEM: &[&str] = &[
+        "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/boot", "/opt",
+        "/nix", "/proc", "/sys", "/dev", "/run", "/snap",
+    ];
+    !SYSTEM.iter().any(|s| p.starts_with(s))
+        && std::fs::metadata(p)
+            .is_ok_and(|m| m.is_file() && m.uid() == nix::unistd::geteuid().as_raw())
+}
+
 /// Why the default `.` must not make `project` writable, if it must not:
 /// the working directory the command was started in decides it, and a
 /// command can choose where the next one starts. Home and its ancestors, the
@@ -1153,17 +1166,18 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         protected.sort_by_key(|p| p.path.components().count());
     }
 
-    // .env files in the project. A `.env` symlink whose target lies outside
-    // the project is not followed out: that target is readable by its own
-    // path anyway (reads are broad; credentials are masked on their own), and
-    // masking it would let the command plant `.env -> /usr/lib/libc.so.6`
-    // and break every later sandbox.
+    // .env files in the project. A `.env` symlink may point outside the
+    // project (`.env -> ~/secrets/app.env`): its target is masked too when
+    // it is the user's own file outside the system directories. A target
+    // owned by someone else or in /usr, /lib, /etc, ... is left alone, or the
+    // command could plant `.env -> /usr/lib/libc.so.6` and break every later
+    // sandbox; such files are readable by their own path anyway.
     let (env_files, unreadable) = if host.scan_env_files {
         let (found, unreadable) =
             crate::envscan::find_with_unreadable(&project, host.cache_dir.as_deref());
         let found: Vec<PathBuf> = found
             .into_iter()
-            .filter(|p| p.starts_with(&project))
+            .filter(|p| p.starts_with(&project) || is_users_own_file(p))
             .collect();
         (found, unreadable)
     } else {
