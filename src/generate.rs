@@ -394,32 +394,7 @@ fn version() -> String {
 
 // ------------------------------------------------ credential variables
 
-/// Endings of the variable names sbx removes as credentials (documented here;
-/// a unit test checks each against `policy::is_credential_env`).
-const CREDENTIAL_VAR_SUFFIXES: &[&str] = &[
-    "TOKEN",
-    "PASSWORD",
-    "PASSWD",
-    "_SECRET",
-    "_PWD",
-    "_PAT",
-    "_API_KEY",
-    "_ACCESS_KEY",
-    "_KEY",
-    "_CREDENTIALS",
-    "_AUTH",
-    "_DSN",
-];
-/// What a removed variable's name may contain.
-const CREDENTIAL_VAR_PARTS: &[&str] = &["SECRET", "_AUTH_"];
-/// Names removed as they are.
-const CREDENTIAL_VAR_NAMES: &[&str] = &[
-    "AWS_ACCESS_KEY_ID",
-    "SSH_AUTH_SOCK",
-    "GPG_AGENT_INFO",
-    "DOCKER_AUTH_CONFIG",
-    "KUBECONFIG",
-];
+use crate::policy::{CREDENTIAL_VAR_NAMES, CREDENTIAL_VAR_PARTS, CREDENTIAL_VAR_SUFFIXES};
 
 fn code_list(items: &[&str], last: &str) -> String {
     let quoted: Vec<String> = items.iter().map(|i| format!("`{i}`")).collect();

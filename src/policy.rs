@@ -188,6 +188,8 @@ pub const CREDENTIALS: &[&str] = &[
     ".gem/credentials",
     ".terraform.d/credentials.tfrc.json",
     ".config/op",
+    ".config/git/credentials",
+    ".pgpass",
 ];
 
 /// Credential paths that exist only on macOS.
@@ -254,6 +256,38 @@ const MINIMAL_ENV: &[&str] = &[
     "COLORTERM",
 ];
 
+/// Endings of the variable names removed as credentials (upper case).
+pub const CREDENTIAL_VAR_SUFFIXES: &[&str] = &[
+    "TOKEN",
+    "PASSWORD",
+    "PASSWD",
+    "_SECRET",
+    "_PWD",
+    "_PAT",
+    "_API_KEY",
+    "_ACCESS_KEY",
+    "_KEY",
+    "_CREDENTIALS",
+    "_AUTH",
+    "_DSN",
+    "_PASS",
+    "PASSPHRASE",
+    "APIKEY",
+    "_JWT",
+    "WEBHOOK",
+    "WEBHOOK_URL",
+];
+/// What a removed variable's name may contain.
+pub const CREDENTIAL_VAR_PARTS: &[&str] = &["SECRET", "_AUTH_"];
+/// Names removed as they are.
+pub const CREDENTIAL_VAR_NAMES: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "SSH_AUTH_SOCK",
+    "GPG_AGENT_INFO",
+    "DOCKER_AUTH_CONFIG",
+    "KUBECONFIG",
+];
+
 /// Whether an environment variable looks like a credential, by its name.
 #[cfg(test)]
 pub fn is_credential_var(name: &str) -> bool {
@@ -264,31 +298,9 @@ pub fn is_credential_var(name: &str) -> bool {
 /// (for URLs such as `DATABASE_URL`) by a password in its value.
 pub fn is_credential_env(name: &str, value: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    const SUFFIXES: &[&str] = &[
-        "TOKEN",
-        "_SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "_PWD",
-        "_PAT",
-        "_API_KEY",
-        "_ACCESS_KEY",
-        "_KEY",
-        "_CREDENTIALS",
-        "_AUTH",
-        "_DSN",
-    ];
-    const EXACT: &[&str] = &[
-        "AWS_ACCESS_KEY_ID",
-        "SSH_AUTH_SOCK",
-        "GPG_AGENT_INFO",
-        "DOCKER_AUTH_CONFIG",
-        "KUBECONFIG",
-    ];
-    SUFFIXES.iter().any(|s| upper.ends_with(s))
-        || upper.contains("SECRET")
-        || upper.contains("_AUTH_")
-        || EXACT.contains(&upper.as_str())
+    CREDENTIAL_VAR_SUFFIXES.iter().any(|s| upper.ends_with(s))
+        || CREDENTIAL_VAR_PARTS.iter().any(|p| upper.contains(p))
+        || CREDENTIAL_VAR_NAMES.contains(&upper.as_str())
         || url_with_password(value)
 }
 
@@ -779,6 +791,21 @@ fn kind_of(p: &Path) -> Kind {
     }
 }
 
+/// The highest ancestor of `project` (itself included) that holds `.git`,
+/// below the home directory and never `/`.
+fn outermost_repository(project: &Path, home: &Path) -> PathBuf {
+    let mut top = project.to_path_buf();
+    for dir in project.ancestors() {
+        if dir == Path::new("/") || home.starts_with(dir) {
+            break;
+        }
+        if dir.join(".git").exists() {
+            top = dir.to_path_buf();
+        }
+    }
+    top
+}
+
 /// A regular file owned by the user running sbx, outside the system
 /// directories (a `.env` symlink target worth masking).
 fn is_users_own_file(p: &Path) -> bool {
@@ -1172,12 +1199,16 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
     // owned by someone else or in /usr, /lib, /etc, ... is left alone, or the
     // command could plant `.env -> /usr/lib/libc.so.6` and break every later
     // sandbox; such files are readable by their own path anyway.
+    // The scan starts at the outermost repository around the project (below
+    // home): a `.git` planted in a subdirectory must not move the project
+    // root down and leave a `.env` above it unmasked.
+    let scan_root = outermost_repository(&project, &home_real);
     let (env_files, unreadable) = if host.scan_env_files {
         let (found, unreadable) =
-            crate::envscan::find_with_unreadable(&project, host.cache_dir.as_deref());
+            crate::envscan::find_with_unreadable(&scan_root, host.cache_dir.as_deref());
         let found: Vec<PathBuf> = found
             .into_iter()
-            .filter(|p| p.starts_with(&project) || is_users_own_file(p))
+            .filter(|p| p.starts_with(&scan_root) || is_users_own_file(p))
             .collect();
         (found, unreadable)
     } else {
@@ -1503,6 +1534,11 @@ mod tests {
             assert!(!is_credential_var(v), "{v}");
         }
         for v in [
+            "DB_PASS",
+            "GPG_PASSPHRASE",
+            "STRIPE_APIKEY",
+            "SESSION_JWT",
+            "SLACK_WEBHOOK_URL",
             "PGPASSWORD",
             "MYSQL_PWD",
             "GITHUB_PAT",
