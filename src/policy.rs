@@ -1146,7 +1146,12 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
                 continue;
             };
             if resolved == root {
-                continue;
+                // A path that must stay read-only cannot be a writable root
+                // (sbx's cache or config, a hooks directory, ...).
+                bail!(
+                    "{} is both a writable path and one sbx keeps read-only (code that runs later, or sbx's own files): remove it from `writable`",
+                    root.display()
+                );
             }
             let mut kind = kind_of(&resolved);
             let mut create = false;
