@@ -25,6 +25,9 @@ mod docs;
 mod generated;
 // `sbx profile` for both platforms: exact output and round trips.
 mod profile;
+// Each bypass an adversarial review found, kept fixed.
+#[cfg(target_os = "linux")]
+mod regressions;
 // Real bubblewrap runs on Linux: each grant beside its denial, judged by
 // host-side evidence.
 #[cfg(target_os = "linux")]
