@@ -347,7 +347,7 @@ fn run_plan(
     // by this command. Those inside .git that exist are left out: they are
     // read-only in every sandbox, and git itself replaces them (a lock file
     // renamed over .git/config) when the user runs it meanwhile.
-    let mut watch: Vec<(PathBuf, Option<(u64, u64)>)> = policy
+    let mut watch: Vec<(PathBuf, Option<policy::Identity>)> = policy
         .protected
         .iter()
         .filter(|p| {
@@ -358,7 +358,7 @@ fn run_plan(
                     || p.kind == policy::Kind::Missing
                     || !p.path.components().any(|c| c.as_os_str() == ".git"))
         })
-        .map(|p| (p.path.clone(), p.identity))
+        .map(|p| (p.path.clone(), p.identity.clone()))
         .collect();
     watch.sort();
     let new_git = policy.project.join(".git");

@@ -238,7 +238,7 @@ pub enum Outcome {
 #[cfg(target_os = "linux")]
 pub fn run_sandboxed(
     plan: &Plan,
-    watch: &[(PathBuf, Option<(u64, u64)>)],
+    watch: &[(PathBuf, Option<crate::policy::Identity>)],
     on_started: &dyn Fn(),
     warn: &dyn Fn(&str),
 ) -> Result<Outcome> {
@@ -334,7 +334,7 @@ pub fn run_sandboxed(
     }
     let mut code = code;
     for (path, before) in watch {
-        if !sweep(path, *before, warn) {
+        if !sweep(path, before.as_ref(), warn) {
             // Left in place, it would run later outside the sandbox: sbx
             // fails so that the caller notices, whatever the command did.
             code = i32::from(crate::error::EXIT_SBX_FAILED);
@@ -349,12 +349,12 @@ pub fn run_sandboxed(
 /// resolved, so the rename never follows a link the command planted. False
 /// when such a path is still in place.
 #[cfg(target_os = "linux")]
-fn sweep(path: &Path, before: Option<(u64, u64)>, warn: &dyn Fn(&str)) -> bool {
+fn sweep(path: &Path, before: Option<&crate::policy::Identity>, warn: &dyn Fn(&str)) -> bool {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+    let Some(now) = crate::policy::Identity::of(path) else {
         return true;
     };
-    if Some((meta.dev(), meta.ino())) == before {
+    if Some(&now) == before {
         return true;
     }
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {

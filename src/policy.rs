@@ -72,7 +72,39 @@ pub struct Protected {
     /// Device and inode when the policy was resolved (`None`: missing). A
     /// path that exists after the run with another identity was created or
     /// replaced meanwhile, and is neutralised (see `exec::run_sandboxed`).
-    pub identity: Option<(u64, u64)>,
+    pub identity: Option<Identity>,
+}
+
+/// What tells a file apart from another that took its place: device and
+/// inode (an inode number freed by a deletion is often given to the very next
+/// file created in the same directory), the change time (set anew when a
+/// file is created) and the type; for a symlink, where it points.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Identity {
+    dev: u64,
+    ino: u64,
+    ctime: (i64, i64),
+    mode: u32,
+    target: Option<PathBuf>,
+}
+
+impl Identity {
+    /// The identity of what is at `path` now (not following a final link).
+    pub fn of(path: &Path) -> Option<Identity> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(Identity {
+            dev: m.dev(),
+            ino: m.ino(),
+            ctime: (m.ctime(), m.ctime_nsec()),
+            mode: m.mode() & 0o170000,
+            target: m
+                .file_type()
+                .is_symlink()
+                .then(|| std::fs::read_link(path).ok())
+                .flatten(),
+        })
+    }
 }
 
 /// A system path made readable in `filesystem = "read-only"` mode.
@@ -1104,18 +1136,17 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             let link_meta = std::fs::symlink_metadata(&c)
                 .ok()
                 .filter(|m| m.file_type().is_symlink());
-            if let Some(meta) = link_meta {
+            if link_meta.is_some() {
                 let place = match (c.parent().and_then(real), c.file_name()) {
                     (Some(parent), Some(name)) => alias(parent.join(name)),
                     _ => continue,
                 };
                 if in_writable(&place).is_some() {
-                    use std::os::unix::fs::MetadataExt;
                     let entry = Protected {
+                        identity: Identity::of(&place),
                         path: place,
                         kind: Kind::Missing,
                         create: false,
-                        identity: Some((meta.dev(), meta.ino())),
                     };
                     if !protected.contains(&entry) {
                         protected.push(entry);
@@ -1169,10 +1200,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
                     (kind, create) = (Kind::File, true);
                 }
             }
-            let identity = std::fs::symlink_metadata(&resolved).ok().map(|m| {
-                use std::os::unix::fs::MetadataExt;
-                (m.dev(), m.ino())
-            });
+            let identity = Identity::of(&resolved);
             let entry = Protected {
                 path: resolved.clone(),
                 kind,

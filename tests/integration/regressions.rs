@@ -568,13 +568,10 @@ fn replace_protected_link(
             &["commit", "-q", "--allow-empty", "-m", "x"],
         );
     }
-    // BUG: the identity sbx compares is (device, inode number) alone. A
-    // replacement that gets the inode number the deleted link had (a new
-    // link nearly always, a directory often, on ext4: REUSED-INODE yes)
-    // counts as the user's link and is left in place without a warning,
-    // where the host runs it later (the git commit above runs the planted
-    // hook). Comparing the file type and the link target too, or holding the
-    // link open across the run, would close it.
+    // Regression: the identity sbx compared was (device, inode number)
+    // alone, and a replacement that got the deleted link's inode number (a
+    // new link nearly always, a directory often, on ext4) was left in place;
+    // the identity now also holds the change time, the type and the target.
     assert!(
         !planted_ran.exists(),
         "replaced with {how}: host git ran the hook the command planted (inode number reused: {reused})\n{}",
