@@ -375,8 +375,19 @@ fn run_plan(
     drop(proxy);
     match outcome? {
         crate::exec::Outcome::Exited(code) => {
+            let mut code = code;
             if watch_git {
-                crate::exec::inspect_new_git(&new_git, &warn);
+                let created = std::fs::symlink_metadata(&new_git).ok();
+                if created.as_ref().is_some_and(|m| !m.is_dir()) {
+                    // A `.git` file or link sends git to a repository the
+                    // command prepared elsewhere: moved aside like any
+                    // "runs later" path.
+                    if !crate::exec::sweep(&new_git, None, &warn) {
+                        code = crate::error::EXIT_SBX_FAILED;
+                    }
+                } else {
+                    crate::exec::inspect_new_git(&new_git, &warn);
+                }
             }
             std::process::exit(i32::from(code))
         }

@@ -3,19 +3,21 @@
 //! host: did a file appear outside the writable roots, did a planted secret
 //! come back, did a listener on the host's loopback receive a connection.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(target_os = "linux")]
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 
 use crate::banner;
 use crate::cli::FormatArg;
-use crate::config::FsSetting;
-use crate::policy::{Host, Network, Platform, Policy};
+use crate::policy::{Host, Platform, Policy};
 
 /// What one self-test found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// The live self-test runs only on Linux so far.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub enum Verdict {
     /// The policy forbids it and the sandbox stopped it.
     Enforced,
@@ -159,6 +161,9 @@ fn backend(policy: &Policy, host: &Host) -> Result<String, String> {
 /// judge from the host what it could do.
 #[cfg(target_os = "linux")]
 fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static str, Verdict)>) {
+    use crate::config::FsSetting;
+    use crate::policy::Network;
+    use std::ffi::OsString;
     use std::io::Read;
     use std::net::TcpListener;
     use std::time::{Duration, Instant};
@@ -290,8 +295,10 @@ fn self_test(_policy: &Policy, _host: &Host) -> (Result<(), String>, Vec<(&'stat
     (Ok(()), Vec::new())
 }
 
+#[cfg(target_os = "linux")]
 struct RemoveOnDrop(PathBuf);
 
+#[cfg(target_os = "linux")]
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);

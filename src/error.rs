@@ -52,6 +52,7 @@ impl std::error::Error for Failure {}
 
 /// Report a command that could not be started, the way a shell does, and
 /// return its exit status: 127 when it does not exist, 126 otherwise.
+#[cfg(target_os = "linux")]
 pub fn spawn_failure(program: &std::ffi::OsStr, err: &std::io::Error) -> u8 {
     let name = program.to_string_lossy();
     if err.kind() == std::io::ErrorKind::NotFound {

@@ -349,7 +349,7 @@ pub fn run_sandboxed(
 /// resolved, so the rename never follows a link the command planted. False
 /// when such a path is still in place.
 #[cfg(target_os = "linux")]
-fn sweep(path: &Path, before: Option<&crate::policy::Identity>, warn: &dyn Fn(&str)) -> bool {
+pub fn sweep(path: &Path, before: Option<&crate::policy::Identity>, warn: &dyn Fn(&str)) -> bool {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let Some(now) = crate::policy::Identity::of(path) else {
         return true;
@@ -596,9 +596,21 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
             continue;
         }
+        let mut line = line;
         if let Some(head) = line.strip_prefix('[') {
-            section = head.trim_end_matches(']').trim().to_ascii_lowercase();
-            continue;
+            // `[section]` or `[section "sub"]`, possibly followed by a key on
+            // the same line.
+            let (name, rest) = head.split_once(']').unwrap_or((head, ""));
+            section = name
+                .split('"')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            line = rest.trim();
+            if line.is_empty() {
+                continue;
+            }
         }
         let key = line
             .split('=')
@@ -645,6 +657,7 @@ fn close_on_exec_above_stderr() {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn banner_safe(text: &str) -> String {
     crate::banner::sanitize(text)
 }

@@ -1152,7 +1152,8 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
                         protected.push(entry);
                     }
                 }
-                continue;
+                // And what it points to is protected like any other path
+                // (`.git/hooks -> ../githooks` keeps the hooks in the tree).
             }
             let resolved = match real(&c) {
                 Some(r) => alias(r),

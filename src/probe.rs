@@ -91,6 +91,8 @@ pub const CAUSES: &[Cause] = &[
 
 /// Kernel and environment facts that tell the causes apart.
 #[derive(Debug, Clone, Default)]
+// Diagnosis runs on Linux only; the causes themselves document every platform.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub struct Facts {
     pub max_user_namespaces: Option<u64>,
     pub unprivileged_userns_clone: Option<u64>,
@@ -98,6 +100,7 @@ pub struct Facts {
     pub in_container: bool,
 }
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl Facts {
     /// Read them from this host.
     pub fn read() -> Facts {
@@ -120,6 +123,7 @@ impl Facts {
 }
 
 /// Map what a failed bubblewrap printed, and the host facts, to a cause.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub fn diagnose(stderr: &str, facts: &Facts, root: bool) -> Cause {
     let s = stderr.to_ascii_lowercase();
     if s.contains("unknown option") || s.contains("unrecognized option") {

@@ -1211,3 +1211,67 @@ fn credential_variables_and_files_added_by_the_reviews_are_hidden() {
     );
     assert_no_secret(&out);
 }
+
+/// Round 3, F1: a protected path that is a symlink to a directory inside the
+/// project (`.git/hooks -> ../githooks`, hooks kept in the tree) protects its
+/// target too: the command cannot plant a hook there, and host git runs none.
+#[test]
+fn linked_hooks_directory_target_is_read_only() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let hooks = world.project.join("githooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::remove_dir_all(world.project.join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink("../githooks", world.project.join(".git/hooks")).unwrap();
+    let planted = world.home.join("R3_linked_hooks");
+    let out = run_sh(
+        &world,
+        &format!(
+            "printf '#!/bin/sh\\ntouch {}\\n' > githooks/pre-commit && chmod +x githooks/pre-commit && echo planted",
+            shq_path(&planted)
+        ),
+    );
+    assert_absent(&out, "NOT sandboxed");
+    assert!(!stdout(&out).contains("planted"), "{}", both(&out));
+    assert!(!present(&hooks.join("pre-commit")), "{}", both(&out));
+    util::git(
+        &world.project,
+        &["commit", "-q", "--allow-empty", "-m", "x"],
+    );
+    assert!(
+        !present(&planted),
+        "host git ran a hook the command planted"
+    );
+}
+
+/// Round 3, F2: a `.git` the command creates is caught in both shapes it
+/// slipped through: a risky key written on the section line of a new
+/// repository's config is reported, and a `.git` *file* pointing git at a
+/// repository prepared elsewhere is moved aside.
+#[test]
+fn new_git_with_same_line_key_or_gitdir_file_is_caught() {
+    require_sandbox!();
+    let world = World::new();
+    let out = run_sh(
+        &world,
+        "git init -q . && printf '[core] fsmonitor = \"touch /x; false\"\\n' >> .git/config",
+    );
+    assert!(
+        stderr(&out).contains("core.fsmonitor"),
+        "a same-line key went unreported\n{}",
+        both(&out)
+    );
+    let other = World::new();
+    let out = run_sh(&other, "echo 'gitdir: /tmp/somewhere' > .git");
+    assert!(
+        !present(&other.project.join(".git")),
+        "a .git file was left in place\n{}",
+        both(&out)
+    );
+    assert!(
+        present(&other.project.join(".git.sbx-blocked")),
+        "{}",
+        both(&out)
+    );
+}
