@@ -843,8 +843,8 @@ fn outermost_repository(project: &Path, home: &Path) -> PathBuf {
 fn is_users_own_file(p: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     const SYSTEM: &[&str] = &[
-        "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/boot", "/opt",
-        "/nix", "/proc", "/sys", "/dev", "/run", "/snap",
+        "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/boot", "/nix",
+        "/proc", "/sys", "/dev", "/snap",
     ];
     !SYSTEM.iter().any(|s| p.starts_with(s))
         && std::fs::metadata(p)
