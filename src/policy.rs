@@ -1076,6 +1076,13 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             }
             candidates.push(project.join(rel));
         }
+        let git_is_link = std::fs::symlink_metadata(&git).is_ok_and(|m| m.file_type().is_symlink());
+        if git_is_link {
+            // `.git -> elsewhere` (a separate git dir): the link itself is
+            // watched, or the command could swap it for a repository of its
+            // own; the hooks and config behind it are candidates below.
+            candidates.push(git.clone());
+        }
         if git.is_file() {
             // `gitdir: PATH` of a worktree or submodule checkout: rewritten,
             // it points git at a directory the command prepared.
@@ -1153,7 +1160,13 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
                     }
                 }
                 // And what it points to is protected like any other path
-                // (`.git/hooks -> ../githooks` keeps the hooks in the tree).
+                // (`.git/hooks -> ../githooks` keeps the hooks in the tree),
+                // except a linked `.git` itself: git must write its objects
+                // and refs there; its hooks and config are candidates of
+                // their own.
+                if c == git {
+                    continue;
+                }
             }
             let resolved = match real(&c) {
                 Some(r) => alias(r),
@@ -1240,10 +1253,33 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
     let (env_files, unreadable) = if host.scan_env_files {
         let (found, unreadable) =
             crate::envscan::find_with_unreadable(&scan_root, host.cache_dir.as_deref());
-        let found: Vec<PathBuf> = found
+        let mut found: Vec<PathBuf> = found
             .into_iter()
             .filter(|p| p.starts_with(&scan_root) || is_users_own_file(p))
             .collect();
+        // dotenv loaders also look in the directories above the project
+        // (python-dotenv's find_dotenv walks up): their `.env` files, up to
+        // and including home, are masked too. A few directory listings.
+        for dir in scan_root.ancestors().skip(1) {
+            if dir == Path::new("/") {
+                break;
+            }
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let name = entry.file_name();
+                if name.to_str().is_some_and(is_env_file_name) {
+                    if let Ok(real) = std::fs::canonicalize(entry.path()) {
+                        if real.is_file() && (real.starts_with(dir) || is_users_own_file(&real)) {
+                            found.push(real);
+                        }
+                    }
+                }
+            }
+            if dir == home_real {
+                break;
+            }
+        }
+        found.sort();
+        found.dedup();
         (found, unreadable)
     } else {
         (Vec::new(), Vec::new())

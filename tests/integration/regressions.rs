@@ -1275,3 +1275,66 @@ fn new_git_with_same_line_key_or_gitdir_file_is_caught() {
         both(&out)
     );
 }
+
+/// Round 4, F1: when the project's `.git` is a symlink to a separate git
+/// directory, the command cannot swap the link for a repository of its own
+/// whose hooks and config host git would run: the replacement is moved aside.
+#[test]
+fn linked_git_directory_cannot_be_swapped() {
+    require_sandbox!();
+    let world = World::new();
+    let gitdir = world.home.join("gitdirs/p.git");
+    std::fs::create_dir_all(gitdir.parent().unwrap()).unwrap();
+    util::git(
+        &world.project,
+        &[
+            "init",
+            "-q",
+            "-b",
+            "main",
+            "--separate-git-dir",
+            gitdir.to_str().unwrap(),
+        ],
+    );
+    // `--separate-git-dir` leaves a `.git` file; make it the symlink layout.
+    std::fs::remove_file(world.project.join(".git")).unwrap();
+    std::os::unix::fs::symlink(&gitdir, world.project.join(".git")).unwrap();
+    let planted = world.home.join("R4_gitlink_hook");
+    let out = run_sh(
+        &world,
+        &format!(
+            "rm .git && git init -q . && printf '#!/bin/sh\\ntouch {}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+            shq_path(&planted)
+        ),
+    );
+    assert_absent(&out, "NOT sandboxed");
+    let now = std::fs::symlink_metadata(world.project.join(".git")).ok();
+    assert!(
+        now.is_none(),
+        "the command's .git was left in place\n{}",
+        both(&out)
+    );
+    assert!(
+        present(&world.project.join(".git.sbx-blocked")),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        gitdir.join("HEAD").is_file(),
+        "the real git directory must be untouched"
+    );
+    assert!(!present(&planted));
+}
+
+/// Round 4, F2: a `.env` in a directory above the project (python-dotenv's
+/// find_dotenv walks up to it) is masked like the project's own.
+#[test]
+fn env_file_above_the_project_is_masked() {
+    require_sandbox!();
+    let world = World::new();
+    let parent_env = world.project.parent().unwrap().join(".env");
+    util::write(&parent_env, &format!("TOKEN={}\n", util::SECRET));
+    let out = run_sh(&world, "cat ../.env; cat \"$HOME/.env\"; echo done");
+    assert_no_secret(&out);
+    assert!(stdout(&out).contains("done"), "{}", both(&out));
+}
