@@ -103,15 +103,18 @@ pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> 
                     "sandbox:  disabled (`enabled = false`): commands run WITHOUT any sandbox"
                 );
             }
-            println!("project:  {}", policy.project.display());
+            println!(
+                "project:  {}",
+                banner::sanitize(&policy.project.display().to_string())
+            );
             for (name, verdict) in &tests {
                 println!("test:     {name}: {}", verdict.text());
             }
             for (k, s) in &origins {
-                println!("setting:  {k} from {s}");
+                println!("setting:  {k} from {}", banner::sanitize(s));
             }
             for w in &policy.warnings {
-                println!("warning:  {w}");
+                println!("warning:  {}", banner::sanitize(w));
             }
             println!(
                 "{}",

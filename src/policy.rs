@@ -263,6 +263,15 @@ pub const HOME_PROTECTED: &[&str] = &[
     ".config/sbx",
     ".config/autostart",
     ".config/systemd",
+    ".config/environment.d",
+    ".bash_aliases",
+    ".bashrc.d",
+    ".inputrc",
+    ".pam_environment",
+    ".local/bin",
+    "bin",
+    ".cargo/config.toml",
+    ".cargo/bin",
 ];
 
 /// `.env` files kept readable: committed templates.

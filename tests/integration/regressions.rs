@@ -946,7 +946,7 @@ fn default_project_is_not_writable_outside_a_project() {
     require_sandbox!();
     let world = World::new();
     let (outside, _keep) = outside_dir(&world);
-    let on_path = world.home.join("bin");
+    let on_path = world.home.join("tools");
     let path = format!(
         "{}:{}",
         on_path.display(),
