@@ -86,6 +86,20 @@ impl Proxy {
     }
 }
 
+/// The process and namespace flags every sandbox starts with (the network
+/// namespace is separate: `network = "allow"` keeps the host's). The
+/// diagnostic sandbox of `exec::diagnose` uses the same list, so it tests
+/// what a real run needs.
+pub const NAMESPACE_FLAGS: &[&str] = &[
+    "--as-pid-1",
+    "--die-with-parent",
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+];
+
 /// Render the bubblewrap plan. `bwrap` is the bubblewrap to run, `sbx` the
 /// executable of the inner stage, `proxy` the allowlist proxy of this run
 /// (in allowlist mode; without one, allowlist mode has no network at all).
@@ -95,14 +109,7 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
         _ => None,
     };
     let mut a = Args::default();
-    a.flags(&["--as-pid-1", "--die-with-parent"]);
-    a.flags(&[
-        "--unshare-user",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-    ]);
+    a.flags(NAMESPACE_FLAGS);
     if policy.network != Network::Allow {
         a.flags(&["--unshare-net"]);
     }
