@@ -219,16 +219,12 @@ fn run_with(
         );
     }
     let proxy = match &policy.network {
-        policy::Network::Allowlist(rules) if policy.platform == Platform::Linux => Some(
-            start_proxy(rules, &host, policy.banner != config::BannerMode::Never)?,
-        ),
-        policy::Network::Allowlist(_) => {
-            banner::warn(
-                style,
-                "network = \"allowlist\" is not supported on this platform yet: the network is denied instead (use network = \"allow\" or \"deny\")",
-            );
-            None
-        }
+        policy::Network::Allowlist(rules) => Some(start_proxy(
+            rules,
+            &host,
+            policy.platform,
+            policy.banner != config::BannerMode::Never,
+        )?),
         _ => None,
     };
     if let Some(exe) = &host.self_exe {
@@ -253,24 +249,87 @@ fn run_with(
 }
 
 /// The allowlist proxy of one run, served by this process; its private
-/// directory is removed when it is dropped.
+/// directory, if it has one, is removed when it is dropped.
 struct RunningProxy {
-    dir: PathBuf,
-    proxy: backend::bwrap::Proxy,
+    dir: Option<PathBuf>,
+    proxy: backend::Proxy,
 }
 
 impl Drop for RunningProxy {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
-/// Start the allowlist proxy on a Unix socket in a fresh private directory
-/// (0700, under `$XDG_RUNTIME_DIR` or sbx's cache directory), with a random
-/// credential. Each refusal is reported on stderr when `log` is set.
-fn start_proxy(rules: &[crate::netrule::HostRule], host: &Host, log: bool) -> Result<RunningProxy> {
-    use std::os::unix::fs::DirBuilderExt;
+/// Start the allowlist proxy with a random credential: on Linux on a Unix
+/// socket in a fresh private directory (0700, under `$XDG_RUNTIME_DIR` or
+/// sbx's cache directory), bound into the sandbox; on macOS on a port of
+/// `127.0.0.1` chosen by the system, the one address the profile lets the
+/// command reach. Each refusal is reported on stderr when `log` is set.
+fn start_proxy(
+    rules: &[crate::netrule::HostRule],
+    host: &Host,
+    platform: Platform,
+    log: bool,
+) -> Result<RunningProxy> {
     let token = crate::proxy::random_token().context("making the proxy credential")?;
+    let config = crate::proxy::Config::new(rules.to_vec(), token.clone(), move |line: &str| {
+        if log {
+            eprintln!("sbx: {}", banner::sanitize(line));
+        }
+    });
+    let config = std::sync::Arc::new(config);
+    let (running, serve): (RunningProxy, Box<dyn FnOnce() + Send>) = match platform {
+        Platform::Linux => {
+            let dir = proxy_dir(host, &token)?;
+            let running = RunningProxy {
+                dir: Some(dir.clone()),
+                proxy: backend::Proxy {
+                    listen: backend::Listen::UnixSocket(dir.join("proxy.sock")),
+                    token,
+                },
+            };
+            let socket = dir.join("proxy.sock");
+            let listener = std::os::unix::net::UnixListener::bind(&socket)
+                .with_context(|| format!("listening on {}", socket.display()))?;
+            let serve = move || {
+                let _ = crate::proxy::serve_unix(listener, config);
+            };
+            (running, Box::new(serve))
+        }
+        Platform::Macos => {
+            let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+                .context("listening on a port of 127.0.0.1 for the allowlist proxy")?;
+            let port = listener
+                .local_addr()
+                .context("reading the proxy's port")?
+                .port();
+            let running = RunningProxy {
+                dir: None,
+                proxy: backend::Proxy {
+                    listen: backend::Listen::Loopback(port),
+                    token,
+                },
+            };
+            let serve = move || {
+                let _ = crate::proxy::serve_tcp(listener, config);
+            };
+            (running, Box::new(serve))
+        }
+    };
+    // Signals are for the main thread (its signalfd on Linux, its sigwait
+    // thread on macOS): a SIGCHLD or SIGTERM taken by another thread would be
+    // lost. The connection threads inherit the blocked mask.
+    crate::supervise::spawn_without_signals(serve).context("starting the proxy")?;
+    Ok(running)
+}
+
+/// A fresh private directory (0700) for the proxy's Unix socket, under
+/// `$XDG_RUNTIME_DIR` or sbx's cache directory.
+fn proxy_dir(host: &Host, token: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
     let base = host
         .var("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
@@ -282,37 +341,16 @@ fn start_proxy(rules: &[crate::netrule::HostRule], host: &Host, log: bool) -> Re
         .mode(0o700)
         .create(&base)
         .with_context(|| format!("creating {}", base.display()))?;
-    let dir = base.join(format!("sbx-proxy-{}-{}", std::process::id(), &token[..8]));
+    let dir = base.join(format!(
+        "sbx-proxy-{}-{}",
+        std::process::id(),
+        token.get(..8).unwrap_or(token)
+    ));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
         .with_context(|| format!("creating the proxy directory {}", dir.display()))?;
-    let running = RunningProxy {
-        dir: dir.clone(),
-        proxy: backend::bwrap::Proxy {
-            socket: dir.join("proxy.sock"),
-            token: token.clone(),
-        },
-    };
-    let listener = std::os::unix::net::UnixListener::bind(&running.proxy.socket)
-        .with_context(|| format!("listening on {}", running.proxy.socket.display()))?;
-    let config = crate::proxy::Config::new(rules.to_vec(), token, move |line: &str| {
-        if log {
-            eprintln!("sbx: {}", banner::sanitize(line));
-        }
-    });
-    let config = std::sync::Arc::new(config);
-    // Signals are for the main thread's signalfd: a SIGCHLD taken (and
-    // dropped) by another thread would leave sbx waiting for bubblewrap
-    // forever. The connection threads inherit the blocked mask.
-    let serve = move || {
-        let _ = crate::proxy::serve_unix(listener, config);
-    };
-    #[cfg(target_os = "linux")]
-    crate::supervise::spawn_without_signals(serve).context("starting the proxy")?;
-    #[cfg(not(target_os = "linux"))]
-    std::thread::spawn(serve);
-    Ok(running)
+    Ok(dir)
 }
 
 /// The sandbox cannot be enforced here: refuse with `require`, else run the
@@ -418,18 +456,45 @@ fn bracket(text: &str) -> String {
     }
 }
 
+/// Execute a Seatbelt plan. sbx stays the parent of sandbox-exec: to serve
+/// the allowlist proxy, and to tell a profile sandbox-exec refused (nothing
+/// ran) from a command that failed.
 #[cfg(not(target_os = "linux"))]
 fn run_plan(
     plan: &Plan,
     policy: &Policy,
     style: Style,
     shell_command: bool,
-    _proxy: Option<RunningProxy>,
+    proxy: Option<RunningProxy>,
 ) -> Result<Infallible> {
     if banner::wanted(policy.banner, shell_command) {
         banner::print_active(style, &banner::summary(policy, "seatbelt"));
     }
-    crate::exec::exec(plan)
+    let ended = crate::exec::run_seatbelt(plan, Path::new(backend::seatbelt::TRUE));
+    drop(proxy);
+    match ended? {
+        crate::exec::Ended::Exited(code) => std::process::exit(code),
+        // Inside another Seatbelt sandbox (an agent's own): a fact about
+        // where sbx runs, like a machine without bubblewrap.
+        crate::exec::Ended::Refused {
+            nested: true,
+            words,
+        } => unavailable(
+            policy,
+            style,
+            &format!(
+                "sbx already runs inside a Seatbelt sandbox, and macOS does not nest them ({})",
+                banner::sanitize(&words)
+            ),
+        ),
+        crate::exec::Ended::Refused {
+            nested: false,
+            words,
+        } => bail!(
+            "sandbox-exec refused the profile, so the command was not run ({}); `sbx profile` prints it, and this is a bug worth reporting with your macOS version",
+            banner::sanitize(&words)
+        ),
+    }
 }
 
 /// The argv to run: in shell mode the inner shell and its arguments.
@@ -450,8 +515,23 @@ fn render(
     policy: &Policy,
     host: &Host,
     dry_run: bool,
-    proxy: Option<&backend::bwrap::Proxy>,
+    proxy: Option<&backend::Proxy>,
 ) -> Result<Result<Plan, String>> {
+    let sbx = host
+        .self_exe
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("sbx"));
+    // A dry run shows where the per-run proxy would be.
+    let shown = dry_run.then(|| backend::Proxy {
+        listen: match policy.platform {
+            Platform::Linux => backend::Listen::UnixSocket(PathBuf::from(
+                "$XDG_RUNTIME_DIR/sbx-proxy-PER-RUN/proxy.sock",
+            )),
+            Platform::Macos => backend::Listen::Loopback(DRY_RUN_PORT),
+        },
+        token: "PER-RUN-TOKEN".into(),
+    });
+    let proxy = proxy.or(shown.as_ref());
     match policy.platform {
         Platform::Linux => {
             let path_var = host.var("PATH").map(|p| p.as_os_str());
@@ -466,27 +546,10 @@ fn render(
                     no.text
                 ),
             };
-            let sbx = host
-                .self_exe
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("sbx"));
-            // A dry run shows where the per-run proxy would be.
-            let shown;
-            let proxy = match proxy {
-                Some(p) => Some(p),
-                None if dry_run => {
-                    shown = backend::bwrap::Proxy {
-                        socket: PathBuf::from("$XDG_RUNTIME_DIR/sbx-proxy-PER-RUN/proxy.sock"),
-                        token: "PER-RUN-TOKEN".into(),
-                    };
-                    Some(&shown)
-                }
-                None => None,
-            };
             Ok(Ok(backend::bwrap::render(policy, &bwrap, &sbx, proxy)))
         }
         Platform::Macos => {
-            let plan = backend::seatbelt::render(policy)?;
+            let plan = backend::seatbelt::render(policy, &sbx, proxy)?;
             if !dry_run && !Path::new(backend::seatbelt::SANDBOX_EXEC).exists() {
                 return Ok(Err(format!(
                     "{} is missing",
@@ -497,6 +560,9 @@ fn render(
         }
     }
 }
+
+/// The proxy port a dry run shows for macOS; each real run gets its own.
+const DRY_RUN_PORT: u16 = 3128;
 
 /// Ask on the terminal before running one command without the sandbox.
 fn confirm_unsandboxed(policy: &Policy) -> Result<()> {
@@ -573,6 +639,8 @@ fn gather_host(
             .mode(0o700)
             .create(&cache_dir);
     }
+    #[cfg(target_os = "macos")]
+    let env = with_darwin_tmpdir(env);
     Ok(Host {
         platform,
         cwd,
@@ -582,6 +650,32 @@ fn gather_host(
         cache_dir: Some(cache_dir),
         scan_env_files: platform == Platform::Linux,
     })
+}
+
+/// Without `$TMPDIR`, macOS programs use the per-user temporary directory
+/// the system names (`confstr(_CS_DARWIN_USER_TEMP_DIR)`); it is made
+/// writable like `$TMPDIR`, so it is looked up here (with `getconf`, by
+/// absolute path, only when the variable is missing).
+#[cfg(target_os = "macos")]
+fn with_darwin_tmpdir(mut env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    if env.iter().any(|(k, v)| k == "TMPDIR" && !v.is_empty()) {
+        return env;
+    }
+    let found = std::process::Command::new("/usr/bin/getconf")
+        .arg("DARWIN_USER_TEMP_DIR")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| s.starts_with('/'));
+    if let Some(dir) = found {
+        env.retain(|(k, _)| k != "TMPDIR");
+        env.push(("TMPDIR".into(), dir.into()));
+    }
+    env
 }
 
 fn home_from_passwd() -> Option<PathBuf> {

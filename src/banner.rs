@@ -70,11 +70,18 @@ fn tilde(p: &Path, home: &Path) -> String {
 pub fn summary(policy: &Policy, backend: &str) -> String {
     let network = match &policy.network {
         Network::Deny => "network deny".to_string(),
+        // The Seatbelt profile of read-only mode permits none of the
+        // services that `allow` needs.
+        Network::Allow
+            if policy.platform == crate::policy::Platform::Macos
+                && policy.filesystem == FsSetting::ReadOnly =>
+        {
+            "network deny (read-only mode)".to_string()
+        }
         Network::Allow => "network allow".to_string(),
-        Network::Allowlist(rules) if policy.platform == crate::policy::Platform::Linux => {
+        Network::Allowlist(rules) => {
             format!("network allowlist ({} hosts, via proxy)", rules.len())
         }
-        Network::Allowlist(_) => "network deny (allowlist not supported here yet)".to_string(),
     };
     let write = match policy.filesystem {
         FsSetting::Unrestricted => "write anywhere".to_string(),

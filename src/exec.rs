@@ -1,4 +1,5 @@
-//! The only place where sbx replaces itself with another program.
+//! Where sbx starts other programs: the sandbox (as its parent), or the
+//! command itself when it runs unsandboxed.
 //!
 //! Trusted helpers are found here: `/usr/bin/sandbox-exec` by absolute path
 //! only, and a bubblewrap that does not live where the sandboxed command could
@@ -145,16 +146,76 @@ pub fn check_command(command: &[OsString], path_var: Option<&OsStr>, cwd: &Path)
     }
 }
 
-/// Replace sbx with the plan's program (macOS; on Linux sbx stays the parent).
+/// How a run through sandbox-exec ended.
 #[cfg_attr(target_os = "linux", allow(dead_code))]
-pub fn exec(plan: &Plan) -> Result<Infallible> {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The command ran: its exit status (128+N when signal N ended it).
+    Exited(i32),
+    /// sandbox-exec did not apply the profile, so nothing ran: what it said,
+    /// and whether that was because sbx already runs inside a Seatbelt
+    /// sandbox (macOS does not nest them).
+    Refused { nested: bool, words: String },
+}
+
+/// What sandbox-exec prints when the process is already sandboxed.
+const NESTED_REFUSAL: &str = "sandbox_apply: Operation not permitted";
+
+/// Run a sandbox-exec plan as a child of sbx and wait for it, passing
+/// signals on. sbx stays the parent, rather than replacing itself, to serve
+/// the allowlist proxy for as long as the command runs, and to tell
+/// sandbox-exec's own failures from the command's: it exits 65 when it
+/// cannot apply the profile and 71 when it cannot start the command, codes
+/// any command may also return. On those two, the same profile is applied
+/// once more to `/usr/bin/true` with its stderr captured: if that fails as
+/// well, the profile never applied and the command never ran.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub fn run_seatbelt(plan: &Plan, true_program: &Path) -> Result<Ended> {
+    use std::os::unix::process::ExitStatusExt;
     let mut cmd = prepare(plan)?;
     // A descriptor the caller left open (a socket to a host service, say)
     // must not cross into the sandbox: Seatbelt checks only what is opened
     // after it applies.
     close_on_exec_above_stderr();
-    let err = cmd.exec();
-    Err(err).with_context(|| format!("cannot execute {}", plan.program.display()))
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot execute {}", plan.program.display()))?;
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    crate::supervise::forward_signals(pid)?;
+    let status = child.wait().context("waiting for the command")?;
+    let code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    if code != 65 && code != 71 {
+        return Ok(Ended::Exited(code));
+    }
+    // The arguments up to the first `--` are sandbox-exec's own (the profile
+    // is one argument after `-p`, each parameter one after `-D`).
+    let Some(sep) = plan.args.iter().position(|a| a == "--") else {
+        return Ok(Ended::Exited(code));
+    };
+    let mut again = prepare(&Plan {
+        args: plan.args[..=sep]
+            .iter()
+            .cloned()
+            .chain([true_program.as_os_str().to_owned()])
+            .collect(),
+        ..plan.clone()
+    })?;
+    let out = again
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .with_context(|| format!("cannot execute {}", plan.program.display()))?;
+    if out.status.success() {
+        return Ok(Ended::Exited(code));
+    }
+    let words = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    Ok(Ended::Refused {
+        nested: words.contains(NESTED_REFUSAL),
+        words,
+    })
 }
 
 /// Create what the plan needs on the host and build the command.
@@ -718,4 +779,59 @@ fn ensure_placeholder(path: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for sandbox-exec: `sh -c SCRIPT -- CMD...`, where SCRIPT
+    /// sees the command as `$1`.
+    fn fake_seatbelt(script: &str, command: &str) -> Plan {
+        Plan {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into(), "--".into(), command.into()],
+            env: None,
+            placeholder: None,
+            create: Vec::new(),
+            profile: None,
+            ready_fd: None,
+        }
+    }
+
+    #[test]
+    fn a_commands_own_status_is_passed_on() {
+        let ran =
+            |script: &str| run_seatbelt(&fake_seatbelt(script, "cmd"), Path::new("/bin/true"));
+        // First: each run blocks the forwarded signals in this thread once
+        // its child is started, and later children inherit that mask.
+        assert_eq!(ran("kill -TERM $$").unwrap(), Ended::Exited(128 + 15));
+        assert_eq!(ran("exit 0").unwrap(), Ended::Exited(0));
+        assert_eq!(ran("exit 3").unwrap(), Ended::Exited(3));
+        // 65 and 71 are also sandbox-exec's own: they count as the command's
+        // only when the same profile applies to `true`.
+        let only_cmd = r#"[ "$1" = /bin/true ] && exit 0; exit 65"#;
+        assert_eq!(ran(only_cmd).unwrap(), Ended::Exited(65));
+        let only_cmd = r#"[ "$1" = /bin/true ] && exit 0; exit 71"#;
+        assert_eq!(ran(only_cmd).unwrap(), Ended::Exited(71));
+    }
+
+    #[test]
+    fn a_refused_profile_is_told_apart() {
+        let ran =
+            |script: &str| run_seatbelt(&fake_seatbelt(script, "cmd"), Path::new("/bin/true"));
+        let bad = "echo 'sandbox-exec: unbound variable: x' >&2; exit 65";
+        assert_eq!(
+            ran(bad).unwrap(),
+            Ended::Refused {
+                nested: false,
+                words: "sandbox-exec: unbound variable: x".into()
+            }
+        );
+        let nested = "echo 'sandbox-exec: sandbox_apply: Operation not permitted' >&2; exit 71";
+        assert!(matches!(
+            ran(nested).unwrap(),
+            Ended::Refused { nested: true, .. }
+        ));
+    }
 }

@@ -141,8 +141,7 @@ the built-in list. The same path forms as `writable`; every layer adds to the li
         default_text: "",
         meaning: "`\"deny\"`: no network (on Linux an empty network namespace, so the host's \
 loopback is unreachable too); `\"allow\"`: the host's network; `\"allowlist\"`: only the hosts in \
-`network_allowlist`, through a filtering HTTP proxy that sbx runs for the command (Linux; on macOS \
-it is not wired yet and the network is denied, with a warning on every run).",
+`network_allowlist`, through a filtering HTTP proxy that sbx runs for the command.",
         project: "may only make it stricter: `\"deny\"` over `\"allowlist\"` over `\"allow\"`.",
         example: "\"allowlist\"",
     },
@@ -749,9 +748,12 @@ bubblewrap from outside, and `sbx profile` prints the exact list `sbx run` execu
     );
     pp(
         &mut r,
-        "On macOS sbx runs `/usr/bin/sandbox-exec` with a deny-default Seatbelt profile: the same \
-write, credential and \"runs later\" rules and the `deny` and `allow` network modes; `allowlist` \
-denies the network and `unix_sockets = \"allow\"` is not honoured (each with a warning). \
+        "On macOS sbx runs `/usr/bin/sandbox-exec` with a deny-default Seatbelt profile, as its \
+parent: the same write, credential and \"runs later\" rules, and the three network modes \
+(`allowlist` through sbx's proxy on a per-run port of 127.0.0.1, the profile's only network \
+hole, with no DNS); `unix_sockets = \"allow\"` is not honoured (with a warning). A profile \
+sandbox-exec refuses is never a reason to run the command unsandboxed (exit 125); inside another \
+Seatbelt sandbox, which macOS does not nest, `require` decides as for a missing backend. \
 `sandbox-exec` is deprecated by Apple but still shipped with macOS, and used by the major coding \
 agents for the same purpose. The macOS backend has not been verified on a real Mac yet.",
     );

@@ -118,7 +118,7 @@ pub fn run(
 /// Listen on the proxy port inside the sandbox and relay every connection to
 /// the proxy's Unix socket, each on its own threads.
 fn start_relay(socket: &Path) -> Result<()> {
-    let port = crate::backend::bwrap::PROXY_PORT;
+    let port = crate::backend::bwrap::RELAY_PORT;
     let listener = TcpListener::bind(("127.0.0.1", port))
         .with_context(|| format!("listening on 127.0.0.1:{port} inside the sandbox"))?;
     let socket = socket.to_path_buf();

@@ -18,7 +18,6 @@ mod probe;
 mod proxy;
 #[cfg(target_os = "linux")]
 mod seccomp;
-#[cfg(target_os = "linux")]
 mod supervise;
 
 use std::process::ExitCode;

@@ -389,8 +389,6 @@ pub fn serve_unix(listener: UnixListener, config: Arc<Config>) -> io::Result<()>
 }
 
 /// Serve the proxy on a TCP socket until a non-transient accept error.
-// Kept outside the tests: the macOS allowlist (a localhost port) is not wired yet.
-#[allow(dead_code)]
 pub fn serve_tcp(listener: TcpListener, config: Arc<Config>) -> io::Result<()> {
     serve_loop(|| listener.accept().map(|(s, _)| s), config)
 }

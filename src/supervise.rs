@@ -1,15 +1,33 @@
 //! Waiting for a child while passing signals on: shared by the inner stage
-//! (PID 1 of the sandbox) and the outer stage (the parent of bubblewrap).
+//! (PID 1 of the sandbox) and the outer stage (the parent of bubblewrap on
+//! Linux, of sandbox-exec on macOS). Linux routes signals to a signalfd;
+//! macOS has none, so a thread takes them with `sigwait`.
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
+#[cfg(target_os = "linux")]
+use std::os::fd::BorrowedFd;
 
 use anyhow::{Context, Result};
+#[cfg(target_os = "linux")]
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, SigSet, Signal};
+#[cfg(target_os = "linux")]
 use nix::sys::signalfd::{siginfo, SfdFlags, SignalFd};
+#[cfg(target_os = "linux")]
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
+/// The signals passed on to the command when a process sends them to sbx.
+const FORWARDED: [Signal; 6] = [
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
+
+#[cfg(target_os = "linux")]
 /// Handle one signal read from a signalfd. On `SIGCHLD`, reap (every child
 /// with `reap_all`, as PID 1 must) and return the exit status to report once
 /// `child` has ended: its code, or 128+N when signal N killed it. Any other
@@ -31,6 +49,7 @@ pub fn on_signal(info: &siginfo, child: Pid, reap_all: bool) -> Result<Option<i3
     Ok(None)
 }
 
+#[cfg(target_os = "linux")]
 /// Reap what has ended (every child with `reap_all`); the exit status to
 /// report once `child` has ended.
 pub fn reap(child: Pid, reap_all: bool) -> Result<Option<i32>> {
@@ -48,6 +67,7 @@ pub fn reap(child: Pid, reap_all: bool) -> Result<Option<i32>> {
     }
 }
 
+#[cfg(target_os = "linux")]
 /// Block the signals to forward (and SIGCHLD) and route them to a signalfd.
 /// Call this after spawning the child, so the child starts with the mask sbx
 /// was started with (std does not reset it), then call [`reap`] once: a
@@ -59,15 +79,8 @@ pub fn route_signals(all: bool) -> Result<(SignalFd, MaskGuard)> {
         set.remove(Signal::SIGKILL);
         set.remove(Signal::SIGSTOP);
     } else {
-        for sig in [
-            Signal::SIGCHLD,
-            Signal::SIGTERM,
-            Signal::SIGHUP,
-            Signal::SIGINT,
-            Signal::SIGQUIT,
-            Signal::SIGUSR1,
-            Signal::SIGUSR2,
-        ] {
+        set.add(Signal::SIGCHLD);
+        for sig in FORWARDED {
             set.add(sig);
         }
     }
@@ -101,15 +114,68 @@ where
     handle
 }
 
+/// Pass the signals that processes send sbx on to `child`, from a thread
+/// that takes them with `sigwait` (macOS, which has no signalfd). They are
+/// blocked in the calling thread, which must be the only one not blocking
+/// them (threads started by [`spawn_without_signals`] block everything).
+/// Call it after spawning the child, which then starts with sbx's own mask.
+///
+/// A terminal sends SIGINT, SIGQUIT and SIGHUP to its whole foreground
+/// process group; when the child is in that group it has them already, and
+/// passing them on would deliver them twice (a second Ctrl-C can interrupt a
+/// program's cleanup). `sigwait` does not tell who sent a signal, so those
+/// three are not passed on while the child's group is in the foreground.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub fn forward_signals(child: Pid) -> Result<()> {
+    let mut set = SigSet::empty();
+    for sig in FORWARDED {
+        set.add(sig);
+    }
+    set.thread_block().context("blocking signals")?;
+    std::thread::Builder::new()
+        .name("sbx-signals".into())
+        .spawn(move || loop {
+            if let Ok(sig) = set.wait() {
+                if !terminal_sent(sig, child) {
+                    let _ = kill(child, sig);
+                }
+            }
+        })
+        .context("starting the signal thread")?;
+    Ok(())
+}
+
+/// Whether `sig` is one a terminal sends to its foreground process group
+/// and `child` is in that group.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+fn terminal_sent(sig: Signal, child: Pid) -> bool {
+    if !matches!(sig, Signal::SIGINT | Signal::SIGQUIT | Signal::SIGHUP) {
+        return false;
+    }
+    let Ok(group) = nix::unistd::getpgid(Some(child)) else {
+        return false;
+    };
+    [
+        std::io::stdin().as_fd(),
+        std::io::stdout().as_fd(),
+        std::io::stderr().as_fd(),
+    ]
+    .into_iter()
+    .any(|fd| nix::unistd::tcgetpgrp(fd) == Ok(group))
+}
+
 /// Restores the signal mask it holds when dropped.
+#[cfg(target_os = "linux")]
 pub struct MaskGuard(SigSet);
 
+#[cfg(target_os = "linux")]
 impl Drop for MaskGuard {
     fn drop(&mut self) {
         let _ = self.0.thread_set_mask();
     }
 }
 
+#[cfg(target_os = "linux")]
 /// Wait for `child`, forwarding signals (which must be blocked and routed to
 /// `signals`). Returns the exit status to report. When `lifeline` (the write
 /// end of a pipe) reports that its reader is gone, waiting ends with 137: the

@@ -29,7 +29,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::Plan;
+use super::{Plan, Proxy};
 use crate::config::FsSetting;
 use crate::policy::{Kind, Network, Policy, SystemPath};
 
@@ -39,52 +39,7 @@ const READY_FD: i32 = 100;
 
 /// The port the inner stage listens on inside the sandbox's own network
 /// namespace (nothing else is there) and relays to the proxy.
-pub const PROXY_PORT: u16 = 3128;
-
-/// The allowlist proxy of one run: its Unix socket on the host (in a private
-/// directory outside every writable root) and the credential it requires.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Proxy {
-    pub socket: PathBuf,
-    pub token: String,
-}
-
-impl Proxy {
-    /// The proxy URL the command is given.
-    pub fn url(&self) -> String {
-        format!("http://sbx:{}@127.0.0.1:{PROXY_PORT}", self.token)
-    }
-
-    /// The variables that point proxy-aware programs at it. `sbx` is the
-    /// executable as seen inside, for git over ssh (`host:22` must be listed).
-    pub fn env(&self, sbx: &Path) -> Vec<(String, String)> {
-        let url = self.url();
-        let mut vars = Vec::new();
-        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-            vars.push((name.to_string(), url.clone()));
-            vars.push((name.to_ascii_lowercase(), url.clone()));
-        }
-        vars.push(("NO_PROXY".into(), String::new()));
-        vars.push(("no_proxy".into(), String::new()));
-        vars.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
-        vars.push((
-            "JAVA_TOOL_OPTIONS".into(),
-            format!(
-                "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={PROXY_PORT} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={PROXY_PORT}"
-            ),
-        ));
-        // ssh reaches an allowed host:22 through the proxy with sbx itself as
-        // the ProxyCommand, so no netcat is needed inside.
-        vars.push((
-            "GIT_SSH_COMMAND".into(),
-            format!(
-                "ssh -o ProxyCommand='{} __connect %h %p'",
-                sbx.display().to_string().replace('\'', "'\\''")
-            ),
-        ));
-        vars
-    }
-}
+pub const RELAY_PORT: u16 = 3128;
 
 /// The process and namespace flags every sandbox starts with (the network
 /// namespace is separate: `network = "allow"` keeps the host's). The
@@ -159,7 +114,7 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
             a.path2("--ro-bind", &p.path, &p.path);
         }
     }
-    if let Some(dir) = proxy.and_then(|p| p.socket.parent()) {
+    if let Some(dir) = proxy.and_then(Proxy::socket).and_then(Path::parent) {
         a.path2("--ro-bind", dir, dir);
     }
 
@@ -216,8 +171,8 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
         a.flags(&["--allow-unix-sockets"]);
     }
     a.flags(&["--ready-fd", &READY_FD.to_string()]);
-    if let Some(p) = proxy {
-        a.path("--proxy-socket", &p.socket);
+    if let Some(socket) = proxy.and_then(Proxy::socket) {
+        a.path("--proxy-socket", socket);
     }
     a.flags(&["--"]);
     a.args.extend(policy.command.iter().cloned());

@@ -36,6 +36,82 @@ pub struct Plan {
     pub ready_fd: Option<i32>,
 }
 
+/// Where the allowlist proxy of one run listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// A Unix socket on the host, in a private directory outside every
+    /// writable root (Linux: PID 1 of the sandbox relays
+    /// `127.0.0.1:`[`bwrap::RELAY_PORT`] inside to it).
+    UnixSocket(PathBuf),
+    /// A port on the host's `127.0.0.1` (macOS: the only address the
+    /// profile lets the command connect to).
+    Loopback(u16),
+}
+
+/// The allowlist proxy of one run: where it listens and the credential it
+/// requires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proxy {
+    pub listen: Listen,
+    pub token: String,
+}
+
+impl Proxy {
+    /// The port the command connects to on `127.0.0.1`.
+    pub fn port(&self) -> u16 {
+        match self.listen {
+            Listen::UnixSocket(_) => bwrap::RELAY_PORT,
+            Listen::Loopback(port) => port,
+        }
+    }
+
+    /// The Unix socket, when the proxy listens on one.
+    pub fn socket(&self) -> Option<&std::path::Path> {
+        match &self.listen {
+            Listen::UnixSocket(path) => Some(path),
+            Listen::Loopback(_) => None,
+        }
+    }
+
+    /// The proxy URL the command is given. An address, not `localhost`:
+    /// resolving a name may itself be impossible inside the sandbox.
+    pub fn url(&self) -> String {
+        format!("http://sbx:{}@127.0.0.1:{}", self.token, self.port())
+    }
+
+    /// The variables that point proxy-aware programs at it. `sbx` is the
+    /// executable as the command sees it, for git over ssh (the allowlist
+    /// must list `host:22`).
+    pub fn env(&self, sbx: &std::path::Path) -> Vec<(String, String)> {
+        let url = self.url();
+        let port = self.port();
+        let mut vars = Vec::new();
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+            vars.push((name.to_string(), url.clone()));
+            vars.push((name.to_ascii_lowercase(), url.clone()));
+        }
+        vars.push(("NO_PROXY".into(), String::new()));
+        vars.push(("no_proxy".into(), String::new()));
+        vars.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+        vars.push((
+            "JAVA_TOOL_OPTIONS".into(),
+            format!(
+                "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={port} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={port}"
+            ),
+        ));
+        // ssh reaches an allowed host:22 through the proxy with sbx itself as
+        // the ProxyCommand, so no netcat is needed inside.
+        vars.push((
+            "GIT_SSH_COMMAND".into(),
+            format!(
+                "ssh -o ProxyCommand='{} __connect %h %p'",
+                sbx.display().to_string().replace('\'', "'\\''")
+            ),
+        ));
+        vars
+    }
+}
+
 /// Quote one argument for a POSIX shell, only when needed.
 pub fn shell_quote(arg: &str) -> String {
     let safe = !arg.is_empty()

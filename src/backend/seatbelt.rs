@@ -47,7 +47,7 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{bail, Result};
 
-use super::Plan;
+use super::{Plan, Proxy};
 use crate::config::FsSetting;
 use crate::policy::{
     Kind, Network, Policy, CREDENTIALS, CREDENTIALS_MACOS, HOME_PROTECTED, PROJECT_PROTECTED,
@@ -247,9 +247,23 @@ const ENV_REGEX: &str = r"/(.*/)?[.][eE][nN][vV]([.][^/]*)?$";
 /// AppleMatch has no look-ahead). Same names as `policy::ENV_TEMPLATES`.
 const ENV_TEMPLATE_REGEX: &str = r"/(.*/)?[.][eE][nN][vV][.]([eE][xX][aA][mM][pP][lL][eE]|[sS][aA][mM][pP][lL][eE]|[tT][eE][mM][pP][lL][aA][tT][eE])$";
 
-/// Render the Seatbelt plan.
-pub fn render(policy: &Policy) -> Result<Plan> {
-    let (profile, params) = Profile::build(policy)?;
+/// What sbx runs to find out whether sandbox-exec applies a profile at all.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub const TRUE: &str = "/usr/bin/true";
+
+/// Render the Seatbelt plan. `sbx` is sbx's own executable (for git over
+/// ssh through the proxy), `proxy` the allowlist proxy of this run (in
+/// allowlist mode; without one, allowlist mode has no network at all).
+pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Result<Plan> {
+    let proxy = match policy.network {
+        Network::Allowlist(_) => proxy,
+        _ => None,
+    };
+    let (profile, params) = Profile::build(policy, proxy.map(Proxy::port))?;
+    let mut env = policy.env.clone();
+    if let Some(p) = proxy {
+        env.set.extend(p.env(sbx));
+    }
     let mut args: Vec<OsString> = vec!["-p".into(), profile.clone().into()];
     for (name, value) in &params {
         args.push("-D".into());
@@ -260,7 +274,7 @@ pub fn render(policy: &Policy) -> Result<Plan> {
     Ok(Plan {
         program: SANDBOX_EXEC.into(),
         args,
-        env: Some(policy.env.clone()),
+        env: Some(env),
         placeholder: None,
         create: Vec::new(),
         ready_fd: None,
@@ -345,7 +359,7 @@ struct Profile {
 }
 
 impl Profile {
-    fn build(policy: &Policy) -> Result<(String, Vec<(String, String)>)> {
+    fn build(policy: &Policy, proxy_port: Option<u16>) -> Result<(String, Vec<(String, String)>)> {
         let mut p = Profile {
             text: String::new(),
             params: Vec::new(),
@@ -477,21 +491,11 @@ impl Profile {
             FsSetting::ReadOnly => Vec::new(),
         };
 
-        // Read-only mode permits no mach service the network modes need.
-        let network = if read_only {
-            &Network::Deny
-        } else {
-            &policy.network
-        };
-        match network {
-            // Deny: no rule at all. Allowlist: the proxy it needs is not in
-            // sbx yet, so it is no network, exactly as Deny; a later change
-            // adds `(allow network-outbound (remote ip "localhost:PORT"))`
-            // and the TLS trust services, and nothing else.
-            Network::Deny | Network::Allowlist(_) => {
-                p.section("network: none");
-            }
-            Network::Allow => {
+        match (&policy.network, proxy_port) {
+            // Read-only mode permits none of the services `allow` needs;
+            // deny, or an allowlist without its proxy: no rule at all.
+            (Network::Allow, _) if read_only => p.section("network: none"),
+            (Network::Allow, _) => {
                 p.section(
                     "network: any remote host by IP (not Unix sockets), listeners, DNS, TLS trust",
                 );
@@ -507,6 +511,21 @@ impl Profile {
                 p.rule("allow mach-lookup", &filters);
                 p.line("(allow system-socket (require-all (socket-domain AF_SYSTEM) (socket-protocol 2)))");
             }
+            (Network::Allowlist(_), Some(port)) => {
+                if port == 0 {
+                    bail!("the allowlist proxy has no port");
+                }
+                // Nothing else: no DNS (the proxy resolves names, and a
+                // resolver reachable from inside carries data out in its
+                // queries), and no trustd, which fetches certificate URLs
+                // on the caller's behalf, to any host.
+                p.section("network: only the allowlist proxy sbx serves for this run, on a port chosen per run; no DNS");
+                p.line(&format!(
+                    "(allow network-outbound (remote ip {}))",
+                    quote(&format!("localhost:{port}"))?
+                ));
+            }
+            (Network::Deny | Network::Allowlist(_), _) => p.section("network: none"),
         }
 
         // Paths whose parents must not be renamed: everything denied below.

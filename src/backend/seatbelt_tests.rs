@@ -20,6 +20,7 @@ use crate::policy::{
 const HOME: &str = "/Users/t";
 const PROJECT: &str = "/Users/t/proj";
 const TMPDIR: &str = "/private/var/folders/ab/xyz/T";
+const SBX: &str = "/Users/t/.cargo/bin/sbx";
 
 /// A macOS policy as `policy::resolve` would produce it for home `home` and
 /// project `project` with the default configuration: writable project,
@@ -153,7 +154,7 @@ fn awkward_policy() -> Policy {
 }
 
 fn plan(policy: &Policy) -> Plan {
-    render(policy).unwrap()
+    render(policy, Path::new(SBX), None).unwrap()
 }
 
 // ---------------------------------------------------------------- argv
@@ -836,7 +837,7 @@ fn network_allow_profile() {
 }
 
 #[test]
-fn network_allowlist_is_deny_for_now() {
+fn network_allowlist_without_its_proxy_is_deny() {
     let mut policy = default_policy();
     policy.network = Network::Allowlist(vec![HostRule::parse("example.com").unwrap()]);
     let p = plan(&policy);
@@ -846,7 +847,107 @@ fn network_allowlist_is_deny_for_now() {
     assert!(!argv.profile.contains("dnssd"));
     assert!(!argv.profile.contains("mDNSResponder"));
     assert_eq!(p, plan(&default_policy()));
+}
+
+fn test_proxy(port: u16) -> Proxy {
+    Proxy {
+        listen: super::super::Listen::Loopback(port),
+        token: "T0KEN".into(),
+    }
+}
+
+#[test]
+fn network_allowlist_reaches_only_the_proxy_port() {
+    let mut policy = default_policy();
+    policy.network = Network::Allowlist(vec![HostRule::parse("example.com").unwrap()]);
+    let proxy = test_proxy(49152);
+    let p = render(&policy, Path::new(SBX), Some(&proxy)).unwrap();
+    let (forms, argv) = check(&p, true);
+    // Exactly one network rule, the proxy's port, by remote address.
+    let allows = network_allows(&forms);
+    assert_eq!(allows.len(), 1, "{allows:?}");
+    assert_eq!(allows[0].ops(), vec!["network-outbound"]);
+    let filter = allows[0].filters()[0].list().to_vec();
+    assert_eq!(
+        filter,
+        vec![
+            Sx::Atom("remote".into()),
+            Sx::Atom("ip".into()),
+            Sx::Str("localhost:49152".into())
+        ]
+    );
+    // No name resolution, no trust daemon (it fetches URLs for its caller).
+    for absent in [
+        "*:*",
+        ":53",
+        "dnssd",
+        "mDNSResponder",
+        "trustd",
+        "ocspd",
+        "configd",
+        "SecurityServer",
+        "network-bind",
+        "network-inbound",
+        "AF_SYSTEM",
+    ] {
+        assert!(!argv.profile.contains(absent), "{absent}");
+    }
+    // The command is pointed at the proxy with the credential; nothing else
+    // in its environment changes.
+    let env = p.env.as_ref().unwrap();
+    let get = |k: &str| {
+        env.set
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let url = "http://sbx:T0KEN@127.0.0.1:49152";
+    for k in ["HTTP_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"] {
+        assert_eq!(get(k), Some(url), "{k}");
+    }
+    assert_eq!(get("NO_PROXY"), Some(""));
+    assert_eq!(
+        get("GIT_SSH_COMMAND"),
+        Some("ssh -o ProxyCommand='/Users/t/.cargo/bin/sbx __connect %h %p'")
+    );
+    assert!(get("JAVA_TOOL_OPTIONS")
+        .unwrap()
+        .contains("-Dhttps.proxyPort=49152"));
+    // Apart from the network section, the profile is the deny profile's.
+    let deny = plan(&default_policy());
+    let strip = |t: &str| {
+        t.lines()
+            .filter(|l| !l.contains("network"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        strip(&argv.profile),
+        strip(deny.profile.as_deref().unwrap())
+    );
     golden("seatbelt-network-allowlist.sb", &p);
+}
+
+#[test]
+fn network_allowlist_in_read_only_mode_keeps_the_proxy() {
+    let mut policy = read_only_policy();
+    policy.network = Network::Allowlist(vec![HostRule::parse("example.com").unwrap()]);
+    let p = render(&policy, Path::new(SBX), Some(&test_proxy(50000))).unwrap();
+    let (forms, argv) = check(&p, true);
+    assert_eq!(network_allows(&forms).len(), 1);
+    assert!(argv.profile.contains(r#"(remote ip "localhost:50000")"#));
+    // Still no service beyond the user lookup.
+    assert!(!argv.profile.contains("trustd"));
+}
+
+#[test]
+fn network_allowlist_needs_a_real_port() {
+    let mut policy = default_policy();
+    policy.network = Network::Allowlist(vec![HostRule::parse("example.com").unwrap()]);
+    assert!(render(&policy, Path::new(SBX), Some(&test_proxy(0))).is_err());
+    // A proxy given outside allowlist mode changes nothing.
+    let p = render(&default_policy(), Path::new(SBX), Some(&test_proxy(50000))).unwrap();
+    assert_eq!(p, plan(&default_policy()));
 }
 
 #[test]
@@ -941,15 +1042,15 @@ fn control_characters_and_odd_paths_are_refused() {
     ] {
         let mut p = default_policy();
         p.project = PathBuf::from(bad);
-        assert!(render(&p).is_err(), "{bad:?}");
+        assert!(render(&p, Path::new(SBX), None).is_err(), "{bad:?}");
         let mut p = default_policy();
         p.credentials[0].real = Some(PathBuf::from(bad));
-        assert!(render(&p).is_err(), "{bad:?}");
+        assert!(render(&p, Path::new(SBX), None).is_err(), "{bad:?}");
     }
     for odd in ["relative/path", "/Users/t/../x", ""] {
         let mut p = default_policy();
         p.writable.push(PathBuf::from(odd));
-        assert!(render(&p).is_err(), "{odd:?}");
+        assert!(render(&p, Path::new(SBX), None).is_err(), "{odd:?}");
     }
 }
 
@@ -1185,7 +1286,7 @@ proptest! {
         policy.writable = vec![PathBuf::from(&extra), PathBuf::from(&project)];
         for mode in [FsSetting::Restricted, FsSetting::ReadOnly, FsSetting::Unrestricted] {
             policy.filesystem = mode;
-            let p = render(&policy).unwrap();
+            let p = render(&policy, Path::new(SBX), None).unwrap();
             let (forms, argv) = check(&p, false);
             for path in [&project, &home] {
                 let n = argv.params.iter().filter(|(_, v)| v == path).count();

@@ -1,5 +1,8 @@
-//! `network = "allowlist"` end to end on Linux: real sandboxed clients (curl,
-//! Python) talk through the per-run proxy to servers on the host's loopback.
+//! `network = "allowlist"` end to end: real sandboxed clients (curl, Python)
+//! talk through the per-run proxy to servers on the host's loopback. The
+//! same tests run on Linux (the proxy behind PID 1's relay) and on macOS
+//! (the proxy on a host port, the only one the profile lets them reach);
+//! the few that look at one platform's mechanism say so.
 //!
 //! Every verdict rests on host-side evidence: what a host listener accepted
 //! and received (a refusal must reach *no* listener, not merely fail), the
@@ -8,15 +11,20 @@
 //! that could reach nothing at all cannot pass for a working filter.
 //!
 //! Only loopback addresses are used (127.0.0.1, and 127.0.0.2 as "another
-//! address"); nothing leaves the machine. Tools: /usr/bin/curl and
+//! address": macOS needs `ifconfig lo0 alias 127.0.0.2`, which the macOS CI
+//! job does); nothing leaves the machine. Tools: /usr/bin/curl and
 //! /usr/bin/python3 (`.ci/run` installs them). `SBX_TEST_SHOW=1` prints
 //! every sandboxed run's output.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, UdpSocket};
+#[cfg(target_os = "linux")]
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+#[cfg(target_os = "linux")]
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(target_os = "linux")]
+use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -325,14 +333,27 @@ fn udp_canary() -> (UdpSocket, u16) {
 // Clients inside the sandbox
 // ---------------------------------------------------------------------------
 
+/// An argument of a curl probe that stands for the proxy's URL without its
+/// credential (the port differs between runs on macOS).
+const BARE_PROXY: &str = "{BARE_PROXY}";
+
 /// A shell script running one curl per probe: the body goes to
 /// `LABEL.body` in the project (read on the host), and the line
 /// `RESULT LABEL HTTP_CODE CONNECT_CODE EXIT_STATUS` to stdout (not
 /// `@LABEL`: curl reads a `-w` starting with `@` from a file).
 fn curl_script(probes: &[(&str, &[&str])]) -> String {
     let mut script = String::new();
+    if probes.iter().any(|(_, args)| args.contains(&BARE_PROXY)) {
+        script.push_str("BARE_PROXY=\"http://${HTTP_PROXY##*@}\"\n");
+    }
     for (label, args) in probes {
-        let args: Vec<String> = args.iter().map(|a| shq(a)).collect();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| match *a {
+                BARE_PROXY => "\"$BARE_PROXY\"".to_string(),
+                a => shq(a),
+            })
+            .collect();
         script.push_str(&format!(
             "{CURL} -sS --max-time 20 -o {label}.body -w 'RESULT {label} %{{http_code}} %{{http_connect}}' {}; echo \" $?\"\n",
             args.join(" ")
@@ -397,7 +418,7 @@ for i, req in enumerate(sys.argv[1:]):
     req = req.replace("{WRONG_HEADER}", "Authorization: Basic " + good + "\r\n")
     head = b""
     try:
-        s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+        s = socket.create_connection((u.hostname, u.port), timeout=20)
         s.sendall(req.encode())
         while b"\r\n" not in head:
             c = s.recv(4096)
@@ -796,14 +817,8 @@ fn requests_without_the_credential_get_407() {
     let script = format!(
         "{}{PYTHON} -c {} {}\n",
         curl_script(&[
-            (
-                "plain",
-                &["--proxy", "http://127.0.0.1:3128", &server.url("/")]
-            ),
-            (
-                "tunnel",
-                &["-p", "--proxy", "http://127.0.0.1:3128", &server.url("/")],
-            ),
+            ("plain", &["--proxy", BARE_PROXY, &server.url("/")]),
+            ("tunnel", &["-p", "--proxy", BARE_PROXY, &server.url("/")],),
             ("control", &[&server.url("/control")]),
         ]),
         shq(PY_RAW),
@@ -902,7 +917,12 @@ except OSError as e:
     print("PY-DNS-FAILED", type(e).__name__)
 "#;
     let script = format!(
-        "getent hosts example.com || echo GETENT-FAILED\n{PYTHON} -c {}\n{}",
+        "{}{PYTHON} -c {}\n{}",
+        if cfg!(target_os = "linux") {
+            "getent hosts example.com || echo GETENT-FAILED\n"
+        } else {
+            "/usr/bin/dscacheutil -q host -a name example.com | grep -q . || echo GETENT-FAILED\n"
+        },
         shq(py),
         curl_script(&[("control", &[&server.url("/")])])
     );
@@ -912,6 +932,7 @@ except OSError as e:
     assert_line(&out, "PY-DNS-FAILED gaierror");
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn unix_sockets_stay_refused_inside() {
     require_sandbox!();
@@ -1047,6 +1068,7 @@ fn a_project_file_cannot_widen_the_allowlist() {
     assert_eq!(listed.connections(), 1);
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn check_reports_the_network_enforced_in_allowlist_mode() {
     require_sandbox!();
@@ -1074,6 +1096,7 @@ fn check_reports_the_network_enforced_in_allowlist_mode() {
 
 /// The per-run proxy directories under sbx's cache directory (where they go
 /// without `XDG_RUNTIME_DIR`, which the test removes).
+#[cfg(target_os = "linux")]
 fn proxy_dirs(world: &World) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(world.home.join(".cache/sbx")) else {
         return Vec::new();
@@ -1089,6 +1112,7 @@ fn proxy_dirs(world: &World) -> Vec<PathBuf> {
         .collect()
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn the_proxy_socket_is_private_and_gone_after_the_run() {
     require_sandbox!();
@@ -1274,4 +1298,56 @@ fn every_run_ends_when_its_command_does() {
         );
         assert_eq!(out.status.code(), Some(3), "run {i}:\n{}", both(&out));
     }
+}
+
+#[cfg(target_os = "macos")]
+#[test]
+fn the_proxy_port_serves_nobody_without_the_credential_and_closes_after_the_run() {
+    require_sandbox!();
+    if !have_tools() {
+        return;
+    }
+    let world = World::new();
+    let server = Server::start("127.0.0.1", Kind::Http);
+    let mut cmd = world.sbx_std();
+    cmd.args(["run", "--allow-domain", &server.addr(), "--", "sh", "-c"])
+        .arg("echo \"${HTTP_PROXY##*:}\" > port.tmp && mv port.tmp port; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    let port_file = world.project.join("port");
+    while !port_file.exists() {
+        if start.elapsed() > DEADLINE || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("the sandboxed command did not start");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let port: u16 = std::fs::read_to_string(&port_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let checks = std::panic::AssertUnwindSafe(|| {
+        // From the host, the port answers only with 407 without the credential.
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let t = server.addr();
+        write!(s, "CONNECT {t} HTTP/1.1\r\nHost: {t}\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        assert!(answer.starts_with("HTTP/1.1 407 "), "{answer:?}");
+        assert_eq!(server.connections(), 0);
+    });
+    let result = std::panic::catch_unwind(checks);
+    std::fs::write(world.project.join("go"), "").unwrap();
+    let status = child.wait().unwrap();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    assert!(status.success(), "{status:?}");
+    // The proxy lived as long as the command, and no longer.
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
 }

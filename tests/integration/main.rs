@@ -8,7 +8,6 @@ mod util;
 mod host;
 
 // The network allowlist end to end: sandboxed clients, host servers as judges.
-#[cfg(target_os = "linux")]
 mod allowlist;
 // Command line: help, usage errors, `--` handling, shell-mode detection.
 mod cli;

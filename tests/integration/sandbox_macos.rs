@@ -542,6 +542,93 @@ fn exit_code_comes_back() {
     not(target_os = "macos"),
     ignore = "macOS only: run by the macOS CI job"
 )]
+fn sandbox_execs_own_exit_codes_are_the_commands_when_it_ran() {
+    require_sandbox!();
+    let world = World::new();
+    // 65 and 71 are also what sandbox-exec exits with when it cannot apply
+    // the profile or start the command: sbx checks, and passes them on.
+    for code in [65, 71] {
+        let out = run_sh(&world, &format!("echo ran > ran-{code}; exit {code}"));
+        assert_eq!(out.status.code(), Some(code), "{}", both(&out));
+        assert!(world.project.join(format!("ran-{code}")).exists());
+        assert!(!both(&out).contains("refused"), "{}", both(&out));
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn signals_sent_to_sbx_reach_the_command() {
+    require_sandbox!();
+    let world = World::new();
+    // sbx stays the parent of sandbox-exec (it serves the allowlist proxy
+    // and checks sandbox-exec's exit): a supervisor's SIGTERM to sbx must
+    // still reach the command, which can then clean up.
+    let mut child = sbx_cmd(&world)
+        .args(["run", "--", "/bin/sh", "-c"])
+        .arg("trap 'echo term > got-term; exit 9' TERM; echo up > up; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !world.project.join("up").exists() {
+        assert!(start.elapsed() < LIMIT, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = Command::new("/bin/kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(9), "{status:?}");
+    assert!(world.project.join("got-term").exists());
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn inside_another_seatbelt_sandbox_require_refuses() {
+    require_sandbox!();
+    let world = World::new();
+    // An agent that runs its tools in its own Seatbelt sandbox runs sbx in
+    // it. Whatever macOS does with a second profile there, a command run
+    // with --require is either sandboxed by sbx or not run at all.
+    let outside = world.home.join("nested-outside");
+    let mut cmd = world.host_cmd("/usr/bin/sandbox-exec");
+    cmd.args(["-p", "(version 1)(allow default)", "--"])
+        .arg(crate::util::sbx_path())
+        .args(["run", "--require", "--", "/bin/sh", "-c"])
+        .arg(format!("echo x > {} && echo WROTE", shq_path(&outside)));
+    let out = output_within(cmd, LIMIT, false);
+    show("nested", &out);
+    assert!(
+        !outside.exists(),
+        "the nested run wrote outside: {}",
+        both(&out)
+    );
+    if out.status.code() == Some(125) {
+        assert!(
+            both(&out).contains("Seatbelt sandbox"),
+            "refused without saying why: {}",
+            both(&out)
+        );
+        assert_no_line_starting(&out, "WROTE");
+    } else {
+        // macOS applied the second profile: the write was refused by it.
+        assert!(!out.status.success(), "{}", both(&out));
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
 fn stdin_reaches_the_command() {
     require_sandbox!();
     let world = World::new();
@@ -1836,22 +1923,40 @@ fn network_allow_reaches_the_internet_and_loopback_but_not_unix_sockets() {
 fn network_allowlist_refuses_dns_and_direct_connections() {
     require_sandbox!();
     let world = World::new();
-    let (tcp, port) = tcp_listener();
-    // Whatever the allowlist becomes, DNS stays the proxy's and nothing
-    // connects around it (`--noproxy '*'`).
+    let (listed, listed_port) = tcp_listener();
+    let (other, other_port) = tcp_listener();
+    // The listed listener is reached through the proxy (positive control);
+    // DNS, a direct connection to it, and any other port are not.
     let out = run_sh_flags(
         &world,
-        &["--network", "allowlist", "--allow-domain", "example.com"],
+        &[
+            "--network",
+            "allowlist",
+            "--allow-domain",
+            &format!("127.0.0.1:{listed_port}"),
+        ],
         &format!(
-            "/usr/bin/curl --noproxy '*' -sS -m 20 -o /dev/null https://example.com/ && echo CURL-DIRECT
+            "/usr/bin/curl -sS -m 5 -o /dev/null http://127.0.0.1:{listed_port}/via-proxy; echo CURL-PROXY=$?
+             /usr/bin/curl --noproxy '*' -sS -m 20 -o /dev/null https://example.com/ && echo CURL-DIRECT
              {py} -c 'import socket; socket.getaddrinfo(\"example.com\", 443); print(\"RESOLVED\")'
-             /usr/bin/nc -z -w 3 127.0.0.1 {port} && echo NC-CONNECTED
+             /usr/bin/nc -z -w 3 127.0.0.1 {other_port} && echo NC-CONNECTED
              echo RAN",
             py = PYTHON,
         ),
     );
     assert_line(&out, "RAN");
-    assert!(tcp_received(&tcp, LISTEN_GRACE).is_none(), "{}", both(&out));
+    let got = tcp_received(&listed, LISTEN_GRACE);
+    assert!(
+        got.as_deref()
+            .is_some_and(|b| b.starts_with(b"GET /via-proxy HTTP/1.1")),
+        "the listed listener received {got:?}:\n{}",
+        both(&out)
+    );
+    assert!(
+        tcp_received(&other, LISTEN_GRACE).is_none(),
+        "{}",
+        both(&out)
+    );
     for l in ["CURL-DIRECT", "RESOLVED", "NC-CONNECTED"] {
         assert_no_line_starting(&out, l);
     }
