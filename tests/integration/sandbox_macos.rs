@@ -21,9 +21,15 @@
 //! second:
 //!
 //!  1. The profile compiles on the runner's macOS: every operation and filter
-//!     name in it exists there (`file-link`, `file-clone`, `file-read-xattr`,
-//!     `lsopen`, `appleevent-send`, `ipc-posix-name-regex`, `regex-quote`,
-//!     `(remote unix-socket (path-regex ...))`). If not, the harness probe
+//!     name in it exists there. Most are used by Apple's own profiles in
+//!     `/System/Library/Sandbox/Profiles` (a public catalogue extracted from
+//!     macOS 26.4.1 lists `file-link`, `file-clone`, `file-read-xattr`,
+//!     `file-write-unlink`, `lsopen`, `appleevent-send`,
+//!     `ipc-posix-name-regex`, `(regex (string-append "^" (regex-quote
+//!     (param ...))))`, `(remote ip "localhost:PORT")` and `(deny default
+//!     (with message ...))`); `(remote unix-socket (path-regex ...))`,
+//!     `(target same-sandbox)` and `(vnode-type CHARACTER-DEVICE)` only by
+//!     other tools' working profiles. If one is unknown, the harness probe
 //!     (`sbx run --require -- true`) fails and every test reports it.
 //!  2. Between filtered rules the last match wins, and a credential deny that
 //!     names both `file-read*` and the concrete read operations beats the
@@ -1912,6 +1918,103 @@ fn network_allow_reaches_the_internet_and_loopback_but_not_unix_sockets() {
                 both(&host_curl)
             ),
         );
+    }
+}
+
+/// A program on the host's PATH (the CI job installs node and go); missing:
+/// skip, or fail when CI requires the sandbox tests to run.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let found = which::which(name).ok();
+    if found.is_none() {
+        if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") {
+            panic!("SBX_TEST_REQUIRE_SANDBOX=1 but {name} is not on PATH");
+        }
+        loud_skip(name, "not on PATH");
+    }
+    found
+}
+
+/// A Go program that fetches a URL and prints `STATUS <code>` or `ERR ...`.
+const GO_GET: &str = r#"package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+)
+
+func main() {
+	c := &http.Client{Timeout: 30 * time.Second}
+	r, err := c.Get(os.Args[1])
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	fmt.Println("STATUS", r.StatusCode)
+}
+"#;
+
+const NODE_GET: &str = "require('https').get(process.argv[1], r => { console.log('STATUS', r.statusCode); process.exit(0); }).on('error', e => { console.log('ERR', e.message); process.exit(1); });";
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn network_allow_lets_node_and_go_verify_tls() {
+    require_sandbox!();
+    // Go verifies certificates through Security.framework (trustd), Node
+    // with its own store: the two ways TLS is checked on macOS.
+    let host_curl = host(
+        "/usr/bin/curl",
+        &["-sS", "-m", "30", "-o", "/dev/null", "https://example.com/"],
+        LIMIT,
+    );
+    if !host_curl.status.success() {
+        loud_skip(
+            "HTTPS from node and go",
+            &format!(
+                "the host itself cannot reach example.com\n{}",
+                both(&host_curl)
+            ),
+        );
+        return;
+    }
+    let world = World::new();
+    let url = "https://example.com/";
+    if let Some(node) = on_path("node") {
+        let node = node.to_str().unwrap();
+        let out = run_with(
+            &world,
+            &["--network", "allow"],
+            &[node, "-e", NODE_GET, url],
+            &[],
+        );
+        assert_line(&out, "STATUS 200");
+        let denied = run_with(&world, &[], &[node, "-e", NODE_GET, url], &[]);
+        assert_no_line_starting(&denied, "STATUS");
+    }
+    if let Some(go) = on_path("go") {
+        // Built on the host (the build cache lives outside the sandbox).
+        let dir = world.root.join("goget");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("main.go"), GO_GET).unwrap();
+        let bin = dir.join("goget");
+        let built = Command::new(&go)
+            .args(["build", "-o"])
+            .arg(&bin)
+            .arg("main.go")
+            .current_dir(&dir)
+            .env("GO111MODULE", "off")
+            .output()
+            .unwrap();
+        assert!(built.status.success(), "go build: {}", both(&built));
+        let bin = bin.to_str().unwrap();
+        let out = run_with(&world, &["--network", "allow"], &[bin, url], &[]);
+        assert_line(&out, "STATUS 200");
+        let denied = run_with(&world, &[], &[bin, url], &[]);
+        assert_no_line_starting(&denied, "STATUS");
     }
 }
 
