@@ -3,9 +3,7 @@
 //! host: did a file appear outside the writable roots, did a planted secret
 //! come back, did a listener on the host's loopback receive a connection.
 
-use std::path::Path;
-#[cfg(target_os = "linux")]
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -16,8 +14,6 @@ use crate::policy::{Host, Platform, Policy};
 
 /// What one self-test found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-// The live self-test runs only on Linux so far.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub enum Verdict {
     /// The policy forbids it and the sandbox stopped it.
     Enforced,
@@ -25,8 +21,6 @@ pub enum Verdict {
     NotEnforced,
     /// The policy allows it (e.g. `network = "allow"`).
     Allowed,
-    /// Not tested, and why.
-    Skipped(String),
 }
 
 impl Verdict {
@@ -35,7 +29,6 @@ impl Verdict {
             Verdict::Enforced => "enforced".into(),
             Verdict::NotEnforced => "NOT enforced".into(),
             Verdict::Allowed => "allowed by the policy".into(),
-            Verdict::Skipped(why) => format!("not tested ({why})"),
         }
     }
     fn ok(&self) -> bool {
@@ -46,17 +39,10 @@ impl Verdict {
 /// Run `sbx check`.
 pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> {
     let backend = backend(policy, host);
-    let (started, tests) = match (&backend, policy.platform) {
-        (Ok(_), Platform::Linux) if policy.enabled => self_test(policy, host),
-        (Ok(_), Platform::Linux) => (Ok(()), Vec::new()),
-        (Ok(_), Platform::Macos) => (
-            Ok(()),
-            vec![(
-                "self-test",
-                Verdict::Skipped("not available on macOS yet".into()),
-            )],
-        ),
-        (Err(e), _) => (Err(e.clone()), Vec::new()),
+    let (started, tests) = match &backend {
+        Ok(_) if policy.enabled => self_test(policy, host),
+        Ok(_) => (Ok(()), Vec::new()),
+        Err(e) => (Err(e.clone()), Vec::new()),
     };
     // A disabled sandbox enforces nothing: never report it as enforced.
     let ok =
@@ -162,7 +148,6 @@ fn backend(policy: &Policy, host: &Host) -> Result<String, String> {
 
 /// Run a real sandbox with the effective policy plus one planted secret, and
 /// judge from the host what it could do.
-#[cfg(target_os = "linux")]
 fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static str, Verdict)>) {
     use crate::config::FsSetting;
     use crate::policy::Network;
@@ -228,26 +213,17 @@ fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static
         secret.clone().into_os_string(),
         OsString::from(&addr),
     ];
-    let bwrap = match crate::exec::find_bwrap(policy, host.var("PATH").map(|p| p.as_os_str())) {
-        Ok(b) => b,
-        Err(no) => return (Err(no.text), Vec::new()),
+    let plan = match probe_plan(&probe, host, &sbx) {
+        Ok(plan) => plan,
+        Err(e) => return (Err(e), Vec::new()),
     };
-    let plan = crate::backend::bwrap::render(&probe, &bwrap, &sbx, None);
     let output = crate::exec::run_captured(&plan, Duration::from_secs(10));
-    let stdout = match output {
+    let (stdout, stderr) = match output {
         Ok(out) => out,
         Err(e) => return (Err(format!("{e:#}")), Vec::new()),
     };
     if !stdout.lines().any(|l| l == "started") {
-        let why = match crate::exec::diagnose(&plan) {
-            crate::exec::NotStarted::Environment(cause, detail) => {
-                format!("{} [{detail}] ({})", cause.what, cause.fix)
-            }
-            crate::exec::NotStarted::Policy(detail) => format!(
-                "the sandbox cannot be set up for this project [{detail}] (a sandbox does start here: check the paths named and the project's .sbx.toml)"
-            ),
-        };
-        return (Err(why), Vec::new());
+        return (Err(not_started(&plan, &stderr)), Vec::new());
     }
 
     let mut tests = Vec::new();
@@ -293,15 +269,44 @@ fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static
     (Ok(()), tests)
 }
 
-#[cfg(not(target_os = "linux"))]
-fn self_test(_policy: &Policy, _host: &Host) -> (Result<(), String>, Vec<(&'static str, Verdict)>) {
-    (Ok(()), Vec::new())
+/// The plan that runs the probe policy on this platform.
+fn probe_plan(probe: &Policy, host: &Host, sbx: &Path) -> Result<crate::backend::Plan, String> {
+    match probe.platform {
+        Platform::Linux => {
+            let path = host.var("PATH").map(|p| p.as_os_str());
+            let bwrap = crate::exec::find_bwrap(probe, path).map_err(|no| no.text)?;
+            Ok(crate::backend::bwrap::render(probe, &bwrap, sbx, None))
+        }
+        Platform::Macos => {
+            crate::backend::seatbelt::render(probe, sbx, None).map_err(|e| format!("{e:#}"))
+        }
+    }
 }
 
+/// Why the probe's sandbox did not start.
 #[cfg(target_os = "linux")]
+fn not_started(plan: &crate::backend::Plan, _stderr: &str) -> String {
+    match crate::exec::diagnose(plan) {
+        crate::exec::NotStarted::Environment(cause, detail) => {
+            format!("{} [{detail}] ({})", cause.what, cause.fix)
+        }
+        crate::exec::NotStarted::Policy(detail) => format!(
+            "the sandbox cannot be set up for this project [{detail}] (a sandbox does start here: check the paths named and the project's .sbx.toml)"
+        ),
+    }
+}
+
+/// Why the probe's sandbox did not start: what sandbox-exec said.
+#[cfg(not(target_os = "linux"))]
+fn not_started(_plan: &crate::backend::Plan, stderr: &str) -> String {
+    format!(
+        "sandbox-exec did not run the probe [{}]",
+        banner::sanitize(stderr.trim())
+    )
+}
+
 struct RemoveOnDrop(PathBuf);
 
-#[cfg(target_os = "linux")]
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);

@@ -250,15 +250,15 @@ fn prepare(plan: &Plan) -> Result<Command> {
     Ok(cmd)
 }
 
-/// Run a plan with stdout captured (stdin and stderr closed), for at most
-/// `limit`; returns what it printed.
-#[cfg(target_os = "linux")]
-pub fn run_captured(plan: &Plan, limit: std::time::Duration) -> Result<String> {
+/// Run a plan with stdout and stderr captured (stdin closed), for at most
+/// `limit`; returns what it printed on each. The output must be small: it is
+/// read once the plan has ended.
+pub fn run_captured(plan: &Plan, limit: std::time::Duration) -> Result<(String, String)> {
     use std::process::Stdio;
     let spawned = prepare(plan).and_then(|mut cmd| {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("cannot execute {}", plan.program.display()))
     });
@@ -274,7 +274,10 @@ pub fn run_captured(plan: &Plan, limit: std::time::Duration) -> Result<String> {
     let out = child
         .wait_with_output()
         .context("reading the sandbox's output")?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
 }
 
 /// How a sandboxed run ended.

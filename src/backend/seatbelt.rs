@@ -259,7 +259,7 @@ pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Result<Plan
         Network::Allowlist(_) => proxy,
         _ => None,
     };
-    let (profile, params) = Profile::build(policy, proxy.map(Proxy::port))?;
+    let (profile, params) = Profile::build(policy, sbx, proxy.map(Proxy::port))?;
     let mut env = policy.env.clone();
     if let Some(p) = proxy {
         env.set.extend(p.env(sbx));
@@ -359,7 +359,11 @@ struct Profile {
 }
 
 impl Profile {
-    fn build(policy: &Policy, proxy_port: Option<u16>) -> Result<(String, Vec<(String, String)>)> {
+    fn build(
+        policy: &Policy,
+        sbx: &Path,
+        proxy_port: Option<u16>,
+    ) -> Result<(String, Vec<(String, String)>)> {
         let mut p = Profile {
             text: String::new(),
             params: Vec::new(),
@@ -460,7 +464,7 @@ impl Profile {
         p.line(r#"(allow file-read-metadata (subpath "/dev"))"#);
 
         match policy.filesystem {
-            FsSetting::ReadOnly => p.read_only_reads(policy)?,
+            FsSetting::ReadOnly => p.read_only_reads(policy, sbx)?,
             FsSetting::Restricted | FsSetting::Unrestricted => {
                 p.section("reads: everything (the credentials are denied at the end)");
                 p.line("(allow file-read*)");
@@ -605,8 +609,9 @@ impl Profile {
     }
 
     /// Reads of `filesystem = "read-only"`: the root node, traversal
-    /// metadata, system paths, and the project (and working directory).
-    fn read_only_reads(&mut self, policy: &Policy) -> Result<()> {
+    /// metadata, system paths, the project (and working directory), and sbx
+    /// itself (`sbx __connect` for ssh through the proxy, `sbx check`'s probe).
+    fn read_only_reads(&mut self, policy: &Policy, sbx: &Path) -> Result<()> {
         self.section("reads: the root node, system paths and the project only");
         self.comment("dyld aborts every process without the root node (macOS 26)");
         self.line(r#"(allow file-read* (literal "/"))"#);
@@ -650,6 +655,14 @@ impl Profile {
             own.push(format!("(subpath {expr})"));
         }
         self.rule("allow file-read*", &own);
+        let covered = roots.iter().any(|r| sbx.starts_with(r))
+            || READONLY_SYSTEM_DIRS.iter().any(|d| sbx.starts_with(d));
+        if sbx.is_absolute() && !covered {
+            let expr = self.path_expr("SBX_EXE", sbx)?;
+            self.line(&format!(
+                "(allow file-read* file-map-executable (literal {expr}))"
+            ));
+        }
         Ok(())
     }
 

@@ -635,6 +635,30 @@ fn inside_another_seatbelt_sandbox_require_refuses() {
     not(target_os = "macos"),
     ignore = "macOS only: run by the macOS CI job"
 )]
+fn check_runs_the_live_self_test() {
+    require_sandbox!();
+    let world = World::new();
+    for flags in [&[][..], &["--read-only"][..]] {
+        let mut cmd = sbx_cmd(&world);
+        cmd.arg("check").args(flags);
+        let out = output_within(cmd, LIMIT, false);
+        show("check", &out);
+        assert!(out.status.success(), "{flags:?}: {}", both(&out));
+        for test in [
+            "write outside the writable roots",
+            "read of a credential",
+            "network to the host's loopback",
+        ] {
+            assert_line(&out, &format!("test:     {test}: enforced"));
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
 fn stdin_reaches_the_command() {
     require_sandbox!();
     let world = World::new();
