@@ -223,6 +223,7 @@ fn run_with(
             rules,
             &host,
             policy.platform,
+            &policy.writable,
             policy.banner != config::BannerMode::Never,
         )?),
         _ => None,
@@ -272,6 +273,7 @@ fn start_proxy(
     rules: &[crate::netrule::HostRule],
     host: &Host,
     platform: Platform,
+    writable: &[PathBuf],
     log: bool,
 ) -> Result<RunningProxy> {
     let token = crate::proxy::random_token().context("making the proxy credential")?;
@@ -280,10 +282,16 @@ fn start_proxy(
             eprintln!("sbx: {}", banner::sanitize(line));
         }
     });
+    let mut config = config;
+    if let Ok((soft, _)) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+    {
+        config.fit_descriptor_limit(soft);
+    }
     let config = std::sync::Arc::new(config);
     let (running, serve): (RunningProxy, Box<dyn FnOnce() + Send>) = match platform {
         Platform::Linux => {
-            let dir = proxy_dir(host, &token)?;
+            let dir = proxy_dir(host, writable)?;
             let running = RunningProxy {
                 dir: Some(dir.clone()),
                 proxy: backend::Proxy {
@@ -327,13 +335,20 @@ fn start_proxy(
 }
 
 /// A fresh private directory (0700) for the proxy's Unix socket, under
-/// `$XDG_RUNTIME_DIR` or sbx's cache directory.
-fn proxy_dir(host: &Host, token: &str) -> Result<PathBuf> {
+/// `$XDG_RUNTIME_DIR` unless that lies in a writable root (where the command
+/// could rename the directories above the socket), else under sbx's cache
+/// directory (read-only, and pinned, inside the sandbox). Its name carries
+/// nothing of the credential.
+fn proxy_dir(host: &Host, writable: &[PathBuf]) -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let base = host
         .var("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|d| d.is_absolute() && d.is_dir())
+        .filter(|d| {
+            let real = std::fs::canonicalize(d).unwrap_or_else(|_| d.clone());
+            !writable.iter().any(|w| real.starts_with(w))
+        })
         .or_else(|| host.cache_dir.clone())
         .context("no directory for the proxy socket (set XDG_RUNTIME_DIR)")?;
     std::fs::DirBuilder::new()
@@ -341,10 +356,11 @@ fn proxy_dir(host: &Host, token: &str) -> Result<PathBuf> {
         .mode(0o700)
         .create(&base)
         .with_context(|| format!("creating {}", base.display()))?;
+    let nonce = crate::proxy::random_token().context("naming the proxy directory")?;
     let dir = base.join(format!(
         "sbx-proxy-{}-{}",
         std::process::id(),
-        token.get(..8).unwrap_or(token)
+        nonce.get(..8).unwrap_or(&nonce)
     ));
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -381,10 +397,12 @@ fn run_plan(
     proxy: Option<RunningProxy>,
 ) -> Result<Infallible> {
     // Every protected path with its identity before the run: missing ones
-    // could be created, and one created by another run meanwhile replaced,
-    // by this command. Those inside .git that exist are left out: they are
-    // read-only in every sandbox, and git itself replaces them (a lock file
-    // renamed over .git/config) when the user runs it meanwhile.
+    // could be created by this command, and existing ones replaced by it if
+    // something outside removes or renames them meanwhile (another run's
+    // sweep, say: the read-only mount on them is then detached). Those
+    // inside .git that exist are left out: they are read-only in every
+    // sandbox, and git itself replaces them (a lock file renamed over
+    // .git/config) when the user runs it meanwhile.
     let mut watch: Vec<(PathBuf, Option<policy::Identity>)> = policy
         .protected
         .iter()

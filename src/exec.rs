@@ -624,13 +624,21 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
     if !git.is_dir() {
         return;
     }
-    let hooks: Vec<String> = std::fs::read_dir(git.join("hooks"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.ends_with(".sample"))
-        .collect();
+    // What cannot be read is reported too: a check that fails quietly (say,
+    // out of descriptors) would read as "nothing to report".
+    let mut unreadable: Vec<&str> = Vec::new();
+    let hooks: Vec<String> = match std::fs::read_dir(git.join("hooks")) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".sample"))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(_) => {
+            unreadable.push("hooks");
+            Vec::new()
+        }
+    };
     // What `git init` writes; any other key is reported (a list of the
     // dangerous ones would always miss one: diff drivers, merge drivers,
     // upload-pack commands, includes, ...).
@@ -646,7 +654,14 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
         "extensions.refstorage",
         "init.defaultbranch",
     ];
-    let config = std::fs::read_to_string(git.join("config")).unwrap_or_default();
+    let config = match std::fs::read_to_string(git.join("config")) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(_) => {
+            unreadable.push("config");
+            String::new()
+        }
+    };
     let mut section = String::new();
     let mut risky: Vec<String> = Vec::new();
     for line in config.lines() {
@@ -683,6 +698,13 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
     }
     if std::fs::symlink_metadata(git.join("commondir")).is_ok() {
         risky.push("commondir".into());
+    }
+    if !unreadable.is_empty() {
+        warn(&format!(
+            "the command created the git repository {}, and sbx could not read its {} to check for hooks and config that git runs outside the sandbox: review them before using git there",
+            git.display(),
+            unreadable.join(" and ")
+        ));
     }
     if hooks.is_empty() && risky.is_empty() {
         return;

@@ -117,14 +117,35 @@ pub fn run(
 
 /// Listen on the proxy port inside the sandbox and relay every connection to
 /// the proxy's Unix socket, each on its own threads.
+///
+/// The socket is reached through a descriptor of its directory, opened now,
+/// before the command starts, and never again by path: the directory is a
+/// read-only mount, but the directories above it may lie in a writable
+/// root, and a command that renamed them and put a link to another host
+/// socket at the old path would otherwise have PID 1 (the one process here
+/// allowed Unix sockets) connect to it.
 fn start_relay(socket: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
     let port = crate::backend::bwrap::RELAY_PORT;
     let listener = TcpListener::bind(("127.0.0.1", port))
         .with_context(|| format!("listening on 127.0.0.1:{port} inside the sandbox"))?;
-    let socket = socket.to_path_buf();
+    let (Some(dir), Some(name)) = (socket.parent(), socket.file_name()) else {
+        bail!("{}: not a socket path", socket.display());
+    };
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_PATH | nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW)
+        .open(dir)
+        .with_context(|| format!("opening the proxy directory {}", dir.display()))?;
+    let socket = Path::new("/proc/self/fd")
+        .join(dir.as_raw_fd().to_string())
+        .join(name);
     // Signals are for PID 1's signalfd (see supervise.rs); the relay
     // threads inherit the blocked mask.
     crate::supervise::spawn_without_signals(move || {
+        // The directory stays open (close-on-exec) as long as the relay.
+        let _dir = dir;
         for conn in listener.incoming() {
             let Ok(tcp) = conn else { continue };
             let socket = socket.clone();

@@ -77,15 +77,28 @@ pub struct Protected {
 
 /// What tells a file apart from another that took its place: device and
 /// inode (an inode number freed by a deletion is often given to the very next
-/// file created in the same directory), the change time (set anew when a
-/// file is created) and the type; for a symlink, where it points.
+/// file created in the same directory), the birth time (set when a file is
+/// created, and never again), and the type; for a symlink, where it points.
+/// Where the file system keeps no birth time, the change time stands in: it
+/// is set at creation too, but also by any change (an entry added to a
+/// directory, a file edited in place), so there a change made outside the
+/// sandbox during the run reads as a replacement (moved aside: safe, noisy).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Identity {
     dev: u64,
     ino: u64,
-    ctime: (i64, i64),
+    born: Born,
     mode: u32,
     target: Option<PathBuf>,
+}
+
+/// When a file came to be, as well as the file system can tell.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Born {
+    /// Birth time (seconds and nanoseconds since the epoch).
+    At(u64, u32),
+    /// No birth time here: the change time.
+    Changed(i64, i64),
 }
 
 impl Identity {
@@ -96,7 +109,10 @@ impl Identity {
         Some(Identity {
             dev: m.dev(),
             ino: m.ino(),
-            ctime: (m.ctime(), m.ctime_nsec()),
+            born: match m.created().map(|t| t.duration_since(std::time::UNIX_EPOCH)) {
+                Ok(Ok(d)) => Born::At(d.as_secs(), d.subsec_nanos()),
+                _ => Born::Changed(m.ctime(), m.ctime_nsec()),
+            },
             mode: m.mode() & 0o170000,
             target: m
                 .file_type()

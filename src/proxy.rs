@@ -61,6 +61,13 @@ use crate::netrule::{HostPattern, HostRule};
 
 /// Concurrent connections served at once; more are answered with 503.
 pub const MAX_CONNECTIONS: usize = 256;
+
+/// Descriptors one connection may hold: the client's and its clone, the
+/// upstream socket and its clone, and one more while a name is resolved.
+pub const FDS_PER_CONNECTION: u64 = 5;
+
+/// Descriptors kept free for sbx itself however many connections are open.
+pub const RESERVED_FDS: u64 = 64;
 /// Request line and headers together may not exceed this.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// Time a client has to send its request line and headers.
@@ -118,6 +125,17 @@ impl Config {
             header_timeout: HEADER_TIMEOUT,
             connect_timeout: CONNECT_TIMEOUT,
         }
+    }
+
+    /// Lower the connection cap so that the proxy cannot use up the
+    /// descriptors of the process it runs in (`limit`: its soft
+    /// `RLIMIT_NOFILE`): sbx needs some of its own for what it does after
+    /// the command (the post-run checks), and a connection takes up to
+    /// [`FDS_PER_CONNECTION`].
+    pub fn fit_descriptor_limit(&mut self, limit: u64) {
+        let spare = limit.saturating_sub(RESERVED_FDS) / FDS_PER_CONNECTION;
+        let spare = usize::try_from(spare).unwrap_or(usize::MAX).max(1);
+        self.max_connections = self.max_connections.min(spare);
     }
 
     /// The value clients must send: `Basic base64(sbx:TOKEN)`.
@@ -217,7 +235,20 @@ fn check(
         }
         Target::Name(name) => name,
     };
-    let addrs = resolve(name, port).map_err(|e| Refusal {
+    // A name only a `*.domain` rule allows has labels the client chose: it
+    // is looked up as an absolute name (trailing dot), so the resolver's
+    // search list never turns it into a query for an internal zone. A name
+    // the allowlist lists exactly is looked up as written (an /etc/hosts
+    // entry does not match the absolute form).
+    let exact = rules
+        .iter()
+        .any(|r| r.host == HostPattern::Name(name.clone()) && port_allowed(r.port, port));
+    let lookup = if exact {
+        name.clone()
+    } else {
+        format!("{name}.")
+    };
+    let addrs = resolve(&lookup, port).map_err(|e| Refusal {
         reason: format!("cannot resolve {name}: {e}"),
         status: 502,
     })?;
@@ -1549,7 +1580,8 @@ mod tests {
         fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
             self.asked.lock().unwrap().push(host.to_string());
             let _ = port;
-            match self.table.get(host) {
+            // An absolute name (trailing dot) is the same name to DNS.
+            match self.table.get(host.strip_suffix('.').unwrap_or(host)) {
                 // A port the proxy must ignore: it dials the requested one.
                 Some(ips) => Ok(ips.iter().map(|ip| SocketAddr::new(*ip, 1)).collect()),
                 None => Err(io::Error::new(io::ErrorKind::NotFound, "no such host")),
@@ -1580,6 +1612,19 @@ mod tests {
             ("evilallowed.com", &[PUBLIC]),
             ("badexample.com", &[PUBLIC]),
         ])
+    }
+
+    #[test]
+    fn connection_cap_fits_the_descriptor_limit() {
+        let cap = |limit| {
+            let mut c = Config::new(Vec::new(), TOKEN.into(), |_| {});
+            c.fit_descriptor_limit(limit);
+            c.max_connections
+        };
+        assert_eq!(cap(1024), (1024 - 64) / 5);
+        assert!(cap(1024) as u64 * FDS_PER_CONNECTION + RESERVED_FDS <= 1024);
+        assert_eq!(cap(1 << 20), MAX_CONNECTIONS);
+        assert_eq!(cap(10), 1);
     }
 
     #[test]
@@ -1673,7 +1718,16 @@ mod tests {
         ] {
             assert!(run(r, &dns, host, 443).is_err(), "{host}");
         }
-        assert_eq!(dns.asked(), ["a.example.com", "a.b.example.com"]);
+        // Labels the client chose are looked up as absolute names, so the
+        // resolver's search list never adds an internal domain to them.
+        assert_eq!(dns.asked(), ["a.example.com.", "a.b.example.com."]);
+        // A name listed exactly is looked up as written (/etc/hosts).
+        let r = &["a.example.com", "*.example.com"];
+        assert!(run(r, &dns, "a.example.com", 443).is_ok());
+        assert_eq!(
+            dns.asked().last().map(String::as_str),
+            Some("a.example.com")
+        );
     }
 
     #[test]
