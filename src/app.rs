@@ -308,12 +308,8 @@ fn start_proxy(
             (running, Box::new(serve))
         }
         Platform::Macos => {
-            let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
-                .context("listening on a port of 127.0.0.1 for the allowlist proxy")?;
-            let port = listener
-                .local_addr()
-                .context("reading the proxy's port")?
-                .port();
+            let (v4, v6) = loopback_listeners()?;
+            let port = v4.local_addr().context("reading the proxy's port")?.port();
             let running = RunningProxy {
                 dir: None,
                 proxy: backend::Proxy {
@@ -321,8 +317,15 @@ fn start_proxy(
                     token,
                 },
             };
+            if let Some(v6) = v6 {
+                let config = config.clone();
+                crate::supervise::spawn_without_signals(move || {
+                    let _ = crate::proxy::serve_tcp(v6, config);
+                })
+                .context("starting the proxy")?;
+            }
             let serve = move || {
-                let _ = crate::proxy::serve_tcp(listener, config);
+                let _ = crate::proxy::serve_tcp(v4, config);
             };
             (running, Box::new(serve))
         }
@@ -332,6 +335,26 @@ fn start_proxy(
     // lost. The connection threads inherit the blocked mask.
     crate::supervise::spawn_without_signals(serve).context("starting the proxy")?;
     Ok(running)
+}
+
+/// The proxy's listeners on macOS: a port of 127.0.0.1 chosen by the system,
+/// and the same port of `::1`. The profile's `localhost:PORT` covers both
+/// addresses, so the second is taken too: held by anything else, it would
+/// be reachable from the sandbox. A port whose `::1` side is taken is
+/// given up for another; without IPv6 there is no second listener.
+fn loopback_listeners() -> Result<(std::net::TcpListener, Option<std::net::TcpListener>)> {
+    use std::net::{Ipv6Addr, TcpListener};
+    for _ in 0..32 {
+        let v4 = TcpListener::bind(("127.0.0.1", 0))
+            .context("listening on a port of 127.0.0.1 for the allowlist proxy")?;
+        let port = v4.local_addr().context("reading the proxy's port")?.port();
+        match TcpListener::bind((Ipv6Addr::LOCALHOST, port)) {
+            Ok(v6) => return Ok((v4, Some(v6))),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(_) => return Ok((v4, None)),
+        }
+    }
+    bail!("no port of 127.0.0.1 is free on ::1 as well, for the allowlist proxy")
 }
 
 /// A fresh private directory (0700) for the proxy's Unix socket, under
@@ -727,4 +750,22 @@ fn already_sandboxed() -> bool {
 #[allow(dead_code)]
 fn stdin_is_terminal() -> bool {
     std::io::stdin().is_terminal()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_macos_proxy_holds_its_port_on_both_loopback_addresses() {
+        let (v4, v6) = loopback_listeners().unwrap();
+        let port = v4.local_addr().unwrap().port();
+        assert!(v4.local_addr().unwrap().ip().is_loopback());
+        if let Some(v6) = v6 {
+            assert_eq!(v6.local_addr().unwrap().port(), port);
+            assert_eq!(v6.local_addr().unwrap().ip(), std::net::Ipv6Addr::LOCALHOST);
+        }
+        // Nothing else can take either side while the proxy holds them.
+        assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_err());
+    }
 }

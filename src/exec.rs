@@ -158,8 +158,8 @@ pub enum Ended {
     Refused { nested: bool, words: String },
 }
 
-/// What sandbox-exec prints when the process is already sandboxed.
-const NESTED_REFUSAL: &str = "sandbox_apply: Operation not permitted";
+/// The line sandbox-exec prints when the process is already sandboxed.
+const NESTED_REFUSAL: &str = "sandbox-exec: sandbox_apply: Operation not permitted";
 
 /// Run a sandbox-exec plan as a child of sbx and wait for it, passing
 /// signals on. sbx stays the parent, rather than replacing itself, to serve
@@ -181,8 +181,10 @@ pub fn run_seatbelt(plan: &Plan, true_program: &Path) -> Result<Ended> {
         .spawn()
         .with_context(|| format!("cannot execute {}", plan.program.display()))?;
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    crate::supervise::forward_signals(pid)?;
-    let status = child.wait().context("waiting for the command")?;
+    let forwarding = crate::supervise::forward_signals(pid)?;
+    let status = child.wait().context("waiting for the command");
+    drop(forwarding);
+    let status = status?;
     let code = status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
@@ -206,14 +208,19 @@ pub fn run_seatbelt(plan: &Plan, true_program: &Path) -> Result<Ended> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .output()
-        .with_context(|| format!("cannot execute {}", plan.program.display()))?;
+        .output();
+    // If the check itself cannot run, the status is taken as the command's:
+    // reporting "nothing ran" for a command that may have run is the worse
+    // mistake (sandbox-exec either applied the profile or ran nothing).
+    let Ok(out) = out else {
+        return Ok(Ended::Exited(code));
+    };
     if out.status.success() {
         return Ok(Ended::Exited(code));
     }
     let words = String::from_utf8_lossy(&out.stderr).trim().to_string();
     Ok(Ended::Refused {
-        nested: words.contains(NESTED_REFUSAL),
+        nested: words.lines().any(|l| l.trim() == NESTED_REFUSAL),
         words,
     })
 }
@@ -828,11 +835,12 @@ mod tests {
     fn a_commands_own_status_is_passed_on() {
         let ran =
             |script: &str| run_seatbelt(&fake_seatbelt(script, "cmd"), Path::new("/bin/true"));
-        // First: each run blocks the forwarded signals in this thread once
-        // its child is started, and later children inherit that mask.
-        assert_eq!(ran("kill -TERM $$").unwrap(), Ended::Exited(128 + 15));
         assert_eq!(ran("exit 0").unwrap(), Ended::Exited(0));
         assert_eq!(ran("exit 3").unwrap(), Ended::Exited(3));
+        // After the runs above, whose forwarding blocked signals in this
+        // thread while they lasted: the mask was restored, or this child
+        // (which inherits it) would ignore its SIGTERM.
+        assert_eq!(ran("kill -TERM $$").unwrap(), Ended::Exited(128 + 15));
         // 65 and 71 are also sandbox-exec's own: they count as the command's
         // only when the same profile applies to `true`.
         let only_cmd = r#"[ "$1" = /bin/true ] && exit 0; exit 65"#;

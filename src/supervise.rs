@@ -118,50 +118,84 @@ where
 /// that takes them with `sigwait` (macOS, which has no signalfd). They are
 /// blocked in the calling thread, which must be the only one not blocking
 /// them (threads started by [`spawn_without_signals`] block everything).
-/// Call it after spawning the child, which then starts with sbx's own mask.
+/// Call it after spawning the child, which then starts with sbx's own mask
+/// (std passes the mask on to children). Dropping the returned guard stops
+/// the forwarding (the child's PID may be reused once it is reaped) and
+/// restores the mask, so that nothing started later inherits it.
 ///
-/// A terminal sends SIGINT, SIGQUIT and SIGHUP to its whole foreground
-/// process group; when the child is in that group it has them already, and
-/// passing them on would deliver them twice (a second Ctrl-C can interrupt a
+/// A terminal sends SIGINT and SIGQUIT to its whole foreground process
+/// group; when the child is in that group it has them already, and passing
+/// them on would deliver them twice (a second Ctrl-C can interrupt a
 /// program's cleanup). `sigwait` does not tell who sent a signal, so those
-/// three are not passed on while the child's group is in the foreground.
+/// two are not passed on while the child's group is the foreground of sbx's
+/// terminal. SIGHUP always is: a hang-up twice is harmless, a `kill -HUP`
+/// lost (a terminal emulator closing a tab) is not.
 #[cfg_attr(target_os = "linux", allow(dead_code))]
-pub fn forward_signals(child: Pid) -> Result<()> {
+pub fn forward_signals(child: Pid) -> Result<Forwarding> {
+    use std::sync::atomic::{AtomicBool, Ordering};
     let mut set = SigSet::empty();
     for sig in FORWARDED {
         set.add(sig);
     }
-    set.thread_block().context("blocking signals")?;
+    let mut old = SigSet::empty();
+    nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_BLOCK,
+        Some(&set),
+        Some(&mut old),
+    )
+    .context("blocking signals")?;
+    let guard = Forwarding {
+        done: std::sync::Arc::new(AtomicBool::new(false)),
+        old,
+    };
+    let done = guard.done.clone();
     std::thread::Builder::new()
         .name("sbx-signals".into())
         .spawn(move || loop {
             if let Ok(sig) = set.wait() {
-                if !terminal_sent(sig, child) {
+                if !done.load(Ordering::SeqCst) && !terminal_sent(sig, child) {
                     let _ = kill(child, sig);
                 }
             }
         })
         .context("starting the signal thread")?;
-    Ok(())
+    Ok(guard)
+}
+
+/// Stops [`forward_signals`] and restores the signal mask when dropped.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub struct Forwarding {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    old: SigSet,
+}
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.old.thread_set_mask();
+    }
 }
 
 /// Whether `sig` is one a terminal sends to its foreground process group
-/// and `child` is in that group.
+/// and `child` is in the foreground group of sbx's terminal (through its
+/// standard descriptors, or its controlling terminal when they are
+/// redirected).
 #[cfg_attr(target_os = "linux", allow(dead_code))]
 fn terminal_sent(sig: Signal, child: Pid) -> bool {
-    if !matches!(sig, Signal::SIGINT | Signal::SIGQUIT | Signal::SIGHUP) {
+    if !matches!(sig, Signal::SIGINT | Signal::SIGQUIT) {
         return false;
     }
     let Ok(group) = nix::unistd::getpgid(Some(child)) else {
         return false;
     };
-    [
-        std::io::stdin().as_fd(),
-        std::io::stdout().as_fd(),
-        std::io::stderr().as_fd(),
-    ]
-    .into_iter()
-    .any(|fd| nix::unistd::tcgetpgrp(fd) == Ok(group))
+    let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    if [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()]
+        .into_iter()
+        .any(|fd| nix::unistd::tcgetpgrp(fd) == Ok(group))
+    {
+        return true;
+    }
+    std::fs::File::open("/dev/tty").is_ok_and(|tty| nix::unistd::tcgetpgrp(&tty) == Ok(group))
 }
 
 /// Restores the signal mask it holds when dropped.

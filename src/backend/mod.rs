@@ -93,10 +93,17 @@ impl Proxy {
         vars.push(("NO_PROXY".into(), String::new()));
         vars.push(("no_proxy".into(), String::new()));
         vars.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+        // On a host port (macOS), Java's dual-stack sockets would connect
+        // from ::ffff:127.0.0.1, which the profile's `localhost` does not
+        // match: IPv4 sockets there.
+        let ipv4 = match self.listen {
+            Listen::Loopback(_) => " -Djava.net.preferIPv4Stack=true",
+            Listen::UnixSocket(_) => "",
+        };
         vars.push((
             "JAVA_TOOL_OPTIONS".into(),
             format!(
-                "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={port} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={port}"
+                "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={port} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={port}{ipv4}"
             ),
         ));
         // ssh reaches an allowed host:22 through the proxy with sbx itself as

@@ -19,7 +19,8 @@
 //!    so raw mode works;
 //! 6. reads: everything, or (read-only mode) `/`, system paths and the project;
 //! 7. writes: the writable roots, or everywhere with `filesystem = false`;
-//! 8. network by mode (`remote ip` filters only, so Unix sockets stay shut);
+//! 8. network by mode (`remote ip`/`remote tcp` filters only, so Unix
+//!    sockets stay shut);
 //! 9. "runs later" paths made unwritable again inside the writable roots;
 //! 10. credentials: read, write, unlink, hard link and clone denied under both
 //!     the written and the real spelling, the project `.env` files by regex,
@@ -524,8 +525,9 @@ impl Profile {
                 // queries), and no trustd, which fetches certificate URLs
                 // on the caller's behalf, to any host.
                 p.section("network: only the allowlist proxy sbx serves for this run, on a port chosen per run; no DNS");
+                // `tcp`, not `ip`: nothing of the proxy's is UDP.
                 p.line(&format!(
-                    "(allow network-outbound (remote ip {}))",
+                    "(allow network-outbound (remote tcp {}))",
                     quote(&format!("localhost:{port}"))?
                 ));
             }

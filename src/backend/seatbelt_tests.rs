@@ -872,7 +872,7 @@ fn network_allowlist_reaches_only_the_proxy_port() {
         filter,
         vec![
             Sx::Atom("remote".into()),
-            Sx::Atom("ip".into()),
+            Sx::Atom("tcp".into()),
             Sx::Str("localhost:49152".into())
         ]
     );
@@ -935,7 +935,7 @@ fn network_allowlist_in_read_only_mode_keeps_the_proxy() {
     let p = render(&policy, Path::new(SBX), Some(&test_proxy(50000))).unwrap();
     let (forms, argv) = check(&p, true);
     assert_eq!(network_allows(&forms).len(), 1);
-    assert!(argv.profile.contains(r#"(remote ip "localhost:50000")"#));
+    assert!(argv.profile.contains(r#"(remote tcp "localhost:50000")"#));
     // Still no service beyond the user lookup.
     assert!(!argv.profile.contains("trustd"));
 }

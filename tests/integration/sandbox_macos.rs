@@ -609,7 +609,10 @@ fn inside_another_seatbelt_sandbox_require_refuses() {
     cmd.args(["-p", "(version 1)(allow default)", "--"])
         .arg(crate::util::sbx_path())
         .args(["run", "--require", "--", "/bin/sh", "-c"])
-        .arg(format!("echo x > {} && echo WROTE", shq_path(&outside)));
+        .arg(format!(
+            "echo ran > ran-marker; echo x > {} && echo WROTE",
+            shq_path(&outside)
+        ));
     let out = output_within(cmd, LIMIT, false);
     show("nested", &out);
     assert!(
@@ -617,16 +620,21 @@ fn inside_another_seatbelt_sandbox_require_refuses() {
         "the nested run wrote outside: {}",
         both(&out)
     );
+    assert_no_line_starting(&out, "WROTE");
+    let ran = world.project.join("ran-marker").exists();
     if out.status.code() == Some(125) {
+        // Refused: said why, and nothing ran.
         assert!(
             both(&out).contains("Seatbelt sandbox"),
             "refused without saying why: {}",
             both(&out)
         );
-        assert_no_line_starting(&out, "WROTE");
+        assert!(!ran, "refused, yet the command ran: {}", both(&out));
     } else {
-        // macOS applied the second profile: the write was refused by it.
-        assert!(!out.status.success(), "{}", both(&out));
+        // macOS applied the second profile: the command ran in it, and its
+        // write outside was refused.
+        assert!(ran, "neither refused nor run: {}", both(&out));
+        assert!(!both(&out).contains("sandbox_apply"), "{}", both(&out));
     }
 }
 
@@ -2067,6 +2075,7 @@ fn network_allowlist_refuses_dns_and_direct_connections() {
              /usr/bin/curl --noproxy '*' -sS -m 20 -o /dev/null https://example.com/ && echo CURL-DIRECT
              {py} -c 'import socket; socket.getaddrinfo(\"example.com\", 443); print(\"RESOLVED\")'
              /usr/bin/nc -z -w 3 127.0.0.1 {other_port} && echo NC-CONNECTED
+             /usr/bin/curl --noproxy '*' -sS -m 5 -o /dev/null http://127.0.0.1:{other_port}/direct && echo CURL-DIRECT-LOOPBACK
              echo RAN",
             py = PYTHON,
         ),
@@ -2084,7 +2093,12 @@ fn network_allowlist_refuses_dns_and_direct_connections() {
         "{}",
         both(&out)
     );
-    for l in ["CURL-DIRECT", "RESOLVED", "NC-CONNECTED"] {
+    for l in [
+        "CURL-DIRECT",
+        "RESOLVED",
+        "NC-CONNECTED",
+        "CURL-DIRECT-LOOPBACK",
+    ] {
         assert_no_line_starting(&out, l);
     }
 }
