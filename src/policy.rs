@@ -238,6 +238,10 @@ pub const CREDENTIALS: &[&str] = &[
     ".config/op",
     ".config/git/credentials",
     ".pgpass",
+    // Coding agents' own tokens: a command the agent runs never needs them.
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".gemini/oauth_creds.json",
 ];
 
 /// Credential paths that exist only on macOS.

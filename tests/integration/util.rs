@@ -62,6 +62,9 @@ impl World {
             (".vault-token", SECRET),
             (".password-store/x.gpg", SECRET),
             (".local/share/keyrings/login.keyring", SECRET),
+            (".claude/.credentials.json", SECRET),
+            (".codex/auth.json", SECRET),
+            (".gemini/oauth_creds.json", SECRET),
             (".bashrc", "# rc\n"),
             (
                 ".gitconfig",
