@@ -1374,10 +1374,10 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
     };
     let env = plan_env(host, s.env, &s.env_passthrough, &shell);
 
-    let system_paths = if s.filesystem == FsSetting::ReadOnly {
-        system_paths()
-    } else {
-        Vec::new()
+    let system_paths = match (s.filesystem, host.platform) {
+        (FsSetting::ReadOnly, Platform::Linux) => system_paths(),
+        (FsSetting::ReadOnly, Platform::Macos) => developer_dirs(host),
+        _ => Vec::new(),
     };
 
     Ok(Policy {
@@ -1529,6 +1529,24 @@ fn system_paths() -> Vec<SystemPath> {
         }
     }
     out
+}
+
+/// macOS: the developer directory the `/usr/bin/git`, `python3` and `clang`
+/// shims run their tools from (`xcode-select`'s choice, or `$DEVELOPER_DIR`),
+/// so that they work in read-only mode: an Xcode installation is not among
+/// the system directories the profile reads.
+fn developer_dirs(host: &Host) -> Vec<SystemPath> {
+    let chosen = host
+        .var("DEVELOPER_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .or_else(|| std::fs::read_link("/private/var/db/xcode_select_link").ok());
+    chosen
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .filter(|d| d.is_dir() && d.parent().is_some())
+        .map(SystemPath::Dir)
+        .into_iter()
+        .collect()
 }
 
 /// A policy with fixed paths for renderer tests: home `/home/t`, project

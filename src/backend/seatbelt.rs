@@ -646,9 +646,25 @@ impl Profile {
             files.push(format!("(literal {})", quote(f)?));
         }
         self.rule("allow file-read*", &[dirs.clone(), files].concat());
+        // The developer directory (Xcode or the Command Line Tools) the
+        // policy found for the xcrun shims.
+        let mut developer = Vec::new();
+        for sys in &policy.system_paths {
+            if let crate::policy::SystemPath::Dir(dir) = sys {
+                let expr = self.path_expr("DEVELOPER_DIR", dir)?;
+                developer.push(format!("(subpath {expr})"));
+            }
+        }
+        if !developer.is_empty() {
+            self.comment(
+                "the developer directory the xcrun shims (/usr/bin/git, python3) run from",
+            );
+            self.rule("allow file-read*", &developer);
+        }
         let project = self.path_expr("PROJECT_ROOT", &policy.project)?;
         self.comment("loading code: the same system directories and the project");
         let mut code = dirs;
+        code.extend(developer);
         code.push(format!("(subpath {project})"));
         self.rule("allow file-map-executable", &code);
         let mut own = vec![format!("(subpath {project})")];

@@ -103,15 +103,18 @@ fn default_policy() -> Policy {
 }
 
 /// `filesystem = "read-only"` as resolution leaves it: no writable roots and
-/// no "runs later" paths.
+/// no "runs later" paths; the developer directory `xcode-select` chose.
 fn read_only_policy() -> Policy {
     let mut p = default_policy();
     p.filesystem = FsSetting::ReadOnly;
     p.writable.clear();
     p.protected.clear();
     p.pins.clear();
+    p.system_paths = vec![crate::policy::SystemPath::Dir(PathBuf::from(XCODE))];
     p
 }
+
+const XCODE: &str = "/Applications/Xcode_16.app/Contents/Developer";
 
 /// `filesystem = false`: no writable roots listed (everything is).
 fn fs_false_policy() -> Policy {
@@ -722,6 +725,14 @@ fn read_only_profile() {
         .collect();
     assert!(has(&reads, "subpath", PROJECT));
     assert!(has(&reads, "subpath", "/usr/lib"));
+    // The xcrun shims' developer directory: read and loaded from.
+    assert!(has(&reads, "subpath", XCODE));
+    let code: Vec<(String, String)> = forms
+        .iter()
+        .filter(|f| f.head() == "allow" && f.ops() == vec!["file-map-executable"])
+        .flat_map(|f| path_filters(f, params))
+        .collect();
+    assert!(has(&code, "subpath", XCODE) && has(&code, "subpath", PROJECT));
     assert!(!reads.iter().any(|(_, p)| p == HOME || p == "/System"));
     // Metadata on the project's ancestors, not their contents.
     let meta: Vec<(String, String)> = forms
