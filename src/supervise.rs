@@ -84,16 +84,21 @@ pub fn route_signals(all: bool) -> Result<(SignalFd, MaskGuard)> {
             set.add(sig);
         }
     }
+    let guard = MaskGuard(block(&set)?);
+    let fd = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
+    Ok((fd, guard))
+}
+
+/// Block `set` in this thread; the mask it had before.
+fn block(set: &SigSet) -> Result<SigSet> {
     let mut old = SigSet::empty();
     nix::sys::signal::pthread_sigmask(
         nix::sys::signal::SigmaskHow::SIG_BLOCK,
-        Some(&set),
+        Some(set),
         Some(&mut old),
     )
     .context("blocking signals")?;
-    let guard = MaskGuard(old);
-    let fd = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
-    Ok((fd, guard))
+    Ok(old)
 }
 
 /// Start a thread that blocks every signal from its first instruction: the
@@ -137,16 +142,9 @@ pub fn forward_signals(child: Pid) -> Result<Forwarding> {
     for sig in FORWARDED {
         set.add(sig);
     }
-    let mut old = SigSet::empty();
-    nix::sys::signal::pthread_sigmask(
-        nix::sys::signal::SigmaskHow::SIG_BLOCK,
-        Some(&set),
-        Some(&mut old),
-    )
-    .context("blocking signals")?;
     let guard = Forwarding {
         done: std::sync::Arc::new(AtomicBool::new(false)),
-        old,
+        old: block(&set)?,
     };
     let done = guard.done.clone();
     std::thread::Builder::new()

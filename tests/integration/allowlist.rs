@@ -1094,6 +1094,64 @@ fn check_reports_the_network_enforced_in_allowlist_mode() {
 // The proxy's socket on the host
 // ---------------------------------------------------------------------------
 
+/// Start `sbx run --allow-domain SERVER -- sh -c 'SETUP; wait for go'`
+/// (without `XDG_RUNTIME_DIR`), wait until the command has made `ready`
+/// in the project, run `checks` while it runs, then let it finish; its
+/// status. A failed check still ends the run first.
+fn during_a_run(
+    world: &World,
+    server: &Server,
+    setup: &str,
+    ready: &str,
+    checks: impl FnOnce(),
+) -> std::process::ExitStatus {
+    let mut cmd = world.sbx_std();
+    cmd.env_remove("XDG_RUNTIME_DIR")
+        .args(["run", "--allow-domain", &server.addr(), "--", "sh", "-c"])
+        .arg(format!(
+            "{setup}; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while !world.project.join(ready).exists() {
+        if start.elapsed() > DEADLINE || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("the sandboxed command did not start");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(checks));
+    util::write(&world.project.join("go"), "");
+    let deadline = Instant::now() + DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("sbx did not finish after the command was told to");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    status
+}
+
+/// Send a `CONNECT` to the server without the proxy credential on `stream`
+/// (which has a read timeout) and return everything that comes back.
+fn ask_without_credential<S: Read + Write>(mut stream: S, server: &Server) -> String {
+    let t = server.addr();
+    let _ = write!(stream, "CONNECT {t} HTTP/1.1\r\nHost: {t}\r\n\r\n");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+}
+
 /// The per-run proxy directories under sbx's cache directory (where they go
 /// without `XDG_RUNTIME_DIR`, which the test removes).
 #[cfg(target_os = "linux")]
@@ -1121,54 +1179,19 @@ fn the_proxy_socket_is_private_and_gone_after_the_run() {
     }
     let world = World::new();
     let server = Server::start("127.0.0.1", Kind::Http);
-    let mut cmd = world.sbx_std();
-    cmd.env_remove("XDG_RUNTIME_DIR")
-        .args(["run", "--allow-domain", &server.addr(), "--", "sh", "-c"])
-        .arg("echo READY > ready; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let start = Instant::now();
-    while !world.project.join("ready").exists() {
-        if start.elapsed() > DEADLINE || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            panic!("the sandboxed command did not start");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    let dirs = proxy_dirs(&world);
-    let checks = std::panic::AssertUnwindSafe(|| {
+    let status = during_a_run(&world, &server, "echo READY > ready", "ready", || {
+        let dirs = proxy_dirs(&world);
         assert_eq!(dirs.len(), 1, "{dirs:?}");
         let mode = std::fs::metadata(&dirs[0]).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "{}", dirs[0].display());
         let sock = dirs[0].join("proxy.sock");
         assert!(std::fs::metadata(&sock).unwrap().file_type().is_socket());
         // Even from the host, the socket serves nobody without the credential.
-        let mut s = UnixStream::connect(&sock).unwrap();
+        let s = UnixStream::connect(&sock).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let t = server.addr();
-        write!(s, "CONNECT {t} HTTP/1.1\r\nHost: {t}\r\n\r\n").unwrap();
-        let mut answer = String::new();
-        let _ = s.read_to_string(&mut answer);
+        let answer = ask_without_credential(s, &server);
         assert!(answer.starts_with("HTTP/1.1 407 "), "{answer:?}");
     });
-    let result = std::panic::catch_unwind(checks);
-    util::write(&world.project.join("go"), "");
-    let deadline = Instant::now() + DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("sbx did not finish after the command was told to");
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
     assert!(status.success(), "{status:?}");
     assert_eq!(proxy_dirs(&world), Vec::<PathBuf>::new());
     server.assert_untouched(&Output {
@@ -1322,53 +1345,37 @@ fn the_proxy_port_serves_nobody_without_the_credential_and_closes_after_the_run(
     }
     let world = World::new();
     let server = Server::start("127.0.0.1", Kind::Http);
-    let mut cmd = world.sbx_std();
-    cmd.args(["run", "--allow-domain", &server.addr(), "--", "sh", "-c"])
-        .arg("echo \"${HTTP_PROXY##*:}\" > port.tmp && mv port.tmp port; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let start = Instant::now();
     let port_file = world.project.join("port");
-    while !port_file.exists() {
-        if start.elapsed() > DEADLINE || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            panic!("the sandboxed command did not start");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    let port: u16 = std::fs::read_to_string(&port_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let checks = std::panic::AssertUnwindSafe(|| {
-        // From the host, the port answers only with 407 without the credential.
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let t = server.addr();
-        write!(s, "CONNECT {t} HTTP/1.1\r\nHost: {t}\r\n\r\n").unwrap();
-        let mut answer = String::new();
-        let _ = s.read_to_string(&mut answer);
-        assert!(answer.starts_with("HTTP/1.1 407 "), "{answer:?}");
-        assert_eq!(server.connections(), 0);
-    });
-    let result = std::panic::catch_unwind(checks);
-    std::fs::write(world.project.join("go"), "").unwrap();
-    let status = child.wait().unwrap();
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
+    let port = std::cell::Cell::new(0u16);
+    let status = during_a_run(
+        &world,
+        &server,
+        "echo \"${HTTP_PROXY##*:}\" > port.tmp && mv port.tmp port",
+        "port",
+        || {
+            port.set(
+                std::fs::read_to_string(&port_file)
+                    .unwrap()
+                    .trim()
+                    .parse()
+                    .unwrap(),
+            );
+            // From the host, the port answers only with 407 without the
+            // credential.
+            let s = TcpStream::connect(("127.0.0.1", port.get())).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let answer = ask_without_credential(s, &server);
+            assert!(answer.starts_with("HTTP/1.1 407 "), "{answer:?}");
+            assert_eq!(server.connections(), 0);
+        },
+    );
     assert!(status.success(), "{status:?}");
+    let port = port.get();
     // The proxy lived as long as the command, and no longer (a parallel
     // test's listener may have taken the freed port since: it is no proxy).
-    if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+    if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let t = server.addr();
-        let _ = write!(s, "CONNECT {t} HTTP/1.1\r\nHost: {t}\r\n\r\n");
-        let mut answer = String::new();
-        let _ = s.read_to_string(&mut answer);
+        let answer = ask_without_credential(s, &server);
         assert!(!answer.starts_with("HTTP/1.1 407 "), "{answer:?}");
     }
 }
