@@ -508,10 +508,25 @@ fn run_plan(
     shell_command: bool,
     proxy: Option<RunningProxy>,
 ) -> Result<Infallible> {
+    let true_program = Path::new(backend::seatbelt::TRUE);
+    // Inside sbx's own sandbox (a tool there running `$SHELL -c` with
+    // SHELL=sbx), macOS refuses a second profile: the command runs in the
+    // sandbox it is in, as on Linux. The variable says it may be sbx's, the
+    // refusal of a trial run proves a sandbox is there (a variable alone
+    // proves nothing: anyone can set it); the trial also keeps
+    // sandbox-exec's complaint off the command's stderr.
+    if std::env::var_os("SBX_SANDBOX").is_some_and(|v| v == "1")
+        && matches!(
+            crate::exec::profile_refusal(plan, true_program),
+            Some(crate::exec::Ended::Refused { nested: true, .. })
+        )
+    {
+        return crate::exec::exec_unsandboxed(&policy.command);
+    }
     if banner::wanted(policy.banner, shell_command) {
         banner::print_active(style, &banner::summary(policy, "seatbelt"));
     }
-    let ended = crate::exec::run_seatbelt(plan, Path::new(backend::seatbelt::TRUE));
+    let ended = crate::exec::run_seatbelt(plan, true_program);
     drop(proxy);
     match ended? {
         crate::exec::Ended::Exited(code) => std::process::exit(code),

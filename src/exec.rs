@@ -191,11 +191,20 @@ pub fn run_seatbelt(plan: &Plan, true_program: &Path) -> Result<Ended> {
     if code != 65 && code != 71 {
         return Ok(Ended::Exited(code));
     }
+    // If the check cannot run, the status is taken as the command's:
+    // reporting "nothing ran" for a command that may have run is the worse
+    // mistake (sandbox-exec either applied the profile or ran nothing).
+    Ok(profile_refusal(plan, true_program).unwrap_or(Ended::Exited(code)))
+}
+
+/// Apply the plan's profile to `true_program` instead of the command, with
+/// its stderr captured: `None` when it applied (or the check could not be
+/// made), else sandbox-exec's refusal.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub fn profile_refusal(plan: &Plan, true_program: &Path) -> Option<Ended> {
     // The arguments up to the first `--` are sandbox-exec's own (the profile
     // is one argument after `-p`, each parameter one after `-D`).
-    let Some(sep) = plan.args.iter().position(|a| a == "--") else {
-        return Ok(Ended::Exited(code));
-    };
+    let sep = plan.args.iter().position(|a| a == "--")?;
     let mut again = prepare(&Plan {
         args: plan.args[..=sep]
             .iter()
@@ -203,23 +212,19 @@ pub fn run_seatbelt(plan: &Plan, true_program: &Path) -> Result<Ended> {
             .chain([true_program.as_os_str().to_owned()])
             .collect(),
         ..plan.clone()
-    })?;
+    })
+    .ok()?;
     let out = again
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .output();
-    // If the check itself cannot run, the status is taken as the command's:
-    // reporting "nothing ran" for a command that may have run is the worse
-    // mistake (sandbox-exec either applied the profile or ran nothing).
-    let Ok(out) = out else {
-        return Ok(Ended::Exited(code));
-    };
+        .output()
+        .ok()?;
     if out.status.success() {
-        return Ok(Ended::Exited(code));
+        return None;
     }
     let words = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    Ok(Ended::Refused {
+    Some(Ended::Refused {
         nested: words.lines().any(|l| l.trim() == NESTED_REFUSAL),
         words,
     })
@@ -865,6 +870,21 @@ mod tests {
         assert!(matches!(
             ran(nested).unwrap(),
             Ended::Refused { nested: true, .. }
+        ));
+        // The trial run alone, as sbx makes it before running a command when
+        // it may be inside its own sandbox.
+        let trial =
+            |script: &str| profile_refusal(&fake_seatbelt(script, "cmd"), Path::new("/bin/true"));
+        assert!(matches!(
+            trial(nested),
+            Some(Ended::Refused { nested: true, .. })
+        ));
+        assert_eq!(trial(r#"[ "$1" = /bin/true ]"#), None);
+        // Only sandbox-exec's own line counts, not text that contains it.
+        let quoted = "echo 'x sandbox-exec: sandbox_apply: Operation not permitted' >&2; exit 65";
+        assert!(matches!(
+            trial(quoted),
+            Some(Ended::Refused { nested: false, .. })
         ));
     }
 }

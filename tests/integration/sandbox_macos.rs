@@ -598,6 +598,39 @@ fn signals_sent_to_sbx_reach_the_command() {
     not(target_os = "macos"),
     ignore = "macOS only: run by the macOS CI job"
 )]
+fn sbx_inside_sbx_runs_the_command_in_the_outer_sandbox() {
+    require_sandbox!();
+    let world = World::new();
+    // A tool in the sandbox that runs `$SHELL -c` with SHELL=sbx starts sbx
+    // again inside: the command runs in the sandbox it is already in, with
+    // no warning, even with --require.
+    let sbx = crate::util::sbx_path();
+    let out = run_with(
+        &world,
+        &[],
+        &[
+            sbx.to_str().unwrap(),
+            "run",
+            "--require",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo ran > inner-ran; echo x > \"$HOME/inner-outside\"; echo INNER-DONE",
+        ],
+        &[],
+    );
+    assert_line(&out, "INNER-DONE");
+    assert!(world.project.join("inner-ran").exists(), "{}", both(&out));
+    assert!(!world.home.join("inner-outside").exists(), "{}", both(&out));
+    assert_absent(&out, "NOT sandboxed");
+    assert_absent(&out, "refused");
+}
+
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
 fn inside_another_seatbelt_sandbox_require_refuses() {
     require_sandbox!();
     let world = World::new();
