@@ -238,10 +238,18 @@ pub const CREDENTIALS: &[&str] = &[
     ".config/op",
     ".config/git/credentials",
     ".pgpass",
-    // Coding agents' own tokens: a command the agent runs never needs them.
-    ".claude/.credentials.json",
-    ".codex/auth.json",
-    ".gemini/oauth_creds.json",
+];
+
+/// Coding agents' own tokens, each with the agent's state directory. A
+/// command the agent runs never needs them, so they are hidden like any
+/// credential, unless the user's own configuration or flags make that state
+/// directory (or a directory inside it that holds the token) writable: that
+/// is how the agent itself is run in sbx (`sbx run --writable ~/.claude --
+/// claude`), and it needs its token. A project file cannot do it.
+pub const AGENT_TOKENS: &[(&str, &str)] = &[
+    (".claude", ".claude/.credentials.json"),
+    (".codex", ".codex/auth.json"),
+    (".gemini", ".gemini/oauth_creds.json"),
 ];
 
 /// Credential paths that exist only on macOS.
@@ -1075,6 +1083,25 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
     let mut cred_paths: Vec<PathBuf> = CREDENTIALS.iter().map(|c| home.join(c)).collect();
     if host.platform == Platform::Macos {
         cred_paths.extend(CREDENTIALS_MACOS.iter().map(|c| home.join(c)));
+    }
+    let user_roots: Vec<PathBuf> = s
+        .writable
+        .iter()
+        .filter_map(|(p, _)| real(p).map(&alias))
+        .collect();
+    for (dir, token) in AGENT_TOKENS {
+        let agent_dir = real(&home.join(dir)).map_or_else(|| home.join(dir), &alias);
+        let token_path = agent_dir.join(
+            Path::new(token)
+                .strip_prefix(dir)
+                .unwrap_or(Path::new(token)),
+        );
+        let given = writable.iter().any(|w| {
+            w.starts_with(&agent_dir) && token_path.starts_with(w) && user_roots.contains(w)
+        });
+        if !given {
+            cred_paths.push(home.join(token));
+        }
     }
     cred_paths.extend(s.deny_read.iter().cloned());
     let mut credentials = Vec::new();

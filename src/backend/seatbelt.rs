@@ -51,7 +51,8 @@ use anyhow::{bail, Result};
 use super::{Plan, Proxy};
 use crate::config::FsSetting;
 use crate::policy::{
-    Kind, Network, Policy, CREDENTIALS, CREDENTIALS_MACOS, HOME_PROTECTED, PROJECT_PROTECTED,
+    Kind, Network, Policy, AGENT_TOKENS, CREDENTIALS, CREDENTIALS_MACOS, HOME_PROTECTED,
+    PROJECT_PROTECTED,
 };
 
 /// The only `sandbox-exec` sbx ever runs: a copy earlier on PATH could be anything.
@@ -339,9 +340,11 @@ fn constant_suffix(rel: &Path) -> Option<&'static str> {
         PROJECT_PROTECTED,
         HOME_PROTECTED,
     ];
+    let tokens = AGENT_TOKENS.iter().map(|(_, token)| token);
     lists
         .into_iter()
         .flatten()
+        .chain(tokens)
         .flat_map(|entry| Path::new(*entry).ancestors())
         .find(|a| *a == rel && !a.as_os_str().is_empty())
         .and_then(Path::to_str)

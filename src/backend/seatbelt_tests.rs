@@ -32,6 +32,7 @@ fn policy_for(home: &str, project: &str) -> Policy {
     let credentials = CREDENTIALS
         .iter()
         .chain(CREDENTIALS_MACOS)
+        .chain(crate::policy::AGENT_TOKENS.iter().map(|(_, token)| token))
         .map(|rel| {
             let written = home.join(rel);
             let (real, kind) = match *rel {

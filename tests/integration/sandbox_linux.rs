@@ -1423,3 +1423,50 @@ print(r.stdout, r.stderr)
         }
     }
 }
+
+/// An agent's token is hidden from the commands it runs, and readable (with
+/// its state writable) only when the user gives the agent its own state
+/// directory: `sbx run --writable ~/.claude -- claude`. Neither a broader
+/// grant (all of home) nor a project file can make it readable.
+#[test]
+fn agent_tokens_are_readable_only_when_the_agents_directory_is_granted() {
+    require_sandbox!();
+    let world = World::new();
+    let token = world.home.join(".claude/.credentials.json");
+    let state = world.home.join(".claude");
+    let home = world.home.to_str().unwrap().to_string();
+    let read = format!(
+        "cat {} ; echo ; echo > {}/settings.json && echo STATE-WRITTEN",
+        shq(token.to_str().unwrap()),
+        shq(state.to_str().unwrap())
+    );
+    let sbx = |flags: &[&str]| {
+        let mut cmd = world.sbx_std();
+        cmd.arg("run")
+            .args(flags)
+            .args(["--", "sh", "-c", &read])
+            .stdin(Stdio::null());
+        cmd.output().unwrap()
+    };
+    // Given the agent's directory: its token and state are the agent's.
+    let given = sbx(&["--writable", state.to_str().unwrap()]);
+    assert!(stdout(&given).contains(SECRET), "{}", both(&given));
+    assert_line(&given, "STATE-WRITTEN");
+    // Home writable, which holds the directory: still hidden.
+    let home_out = sbx(&["--writable", &home]);
+    assert_no_secret(&home_out);
+    assert_line(&home_out, "STATE-WRITTEN");
+    // A project file narrowing that grant to the agent's directory: hidden.
+    util::write(
+        &world.project.join(".sbx.toml"),
+        &format!("[sandbox]\nwritable = [{:?}]\n", state.to_str().unwrap()),
+    );
+    let narrowed = sbx(&["--writable", &home]);
+    assert_no_secret(&narrowed);
+    // Nothing given: hidden, and the state read-only as any other file
+    // outside the project.
+    std::fs::remove_file(world.project.join(".sbx.toml")).unwrap();
+    let none = sbx(&[]);
+    assert_no_secret(&none);
+    assert_no_line_starting(&none, "STATE-WRITTEN");
+}
