@@ -422,10 +422,11 @@ fn run_plan(
     // Every protected path with its identity before the run: missing ones
     // could be created by this command, and existing ones replaced by it if
     // something outside removes or renames them meanwhile (another run's
-    // sweep, say: the read-only mount on them is then detached). Those
-    // inside .git that exist are left out: they are read-only in every
-    // sandbox, and git itself replaces them (a lock file renamed over
-    // .git/config) when the user runs it meanwhile.
+    // sweep, say: the read-only mount on them is then detached). Files
+    // inside .git that exist are left out: git itself replaces them (a lock
+    // file renamed over .git/config) when the user runs it meanwhile, so a
+    // replaced one is the user's; the config files among them are checked
+    // for new settings instead (`policy.git_configs`).
     let mut watch: Vec<(PathBuf, Option<policy::Identity>)> = policy
         .protected
         .iter()
@@ -434,7 +435,7 @@ fn run_plan(
             // watched wherever it is.
             !p.create
                 && (p.identity.is_none()
-                    || p.kind == policy::Kind::Missing
+                    || p.kind != policy::Kind::File
                     || !p.path.components().any(|c| c.as_os_str() == ".git"))
         })
         .map(|p| (p.path.clone(), p.identity.clone()))
@@ -455,6 +456,9 @@ fn run_plan(
     match outcome? {
         crate::exec::Outcome::Exited(code) => {
             let mut code = code;
+            if !crate::exec::check_git_configs(&policy.git_configs, &warn) {
+                code = crate::error::EXIT_SBX_FAILED;
+            }
             if watch_git {
                 let created = std::fs::symlink_metadata(&new_git).ok();
                 if created.as_ref().is_some_and(|m| !m.is_dir()) {

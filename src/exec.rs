@@ -481,6 +481,44 @@ pub fn sweep(path: &Path, before: Option<&crate::policy::Identity>, warn: &dyn F
     }
 }
 
+/// Check the git config files that were replaced during the run (git on
+/// the host does so whenever it writes one, which detaches the read-only
+/// mount on it inside the sandbox, so the command may have written it
+/// since): any setting they did not have before, beyond those everyday git
+/// commands write, is reported. False when one is: the file is left as it
+/// is (it may hold the user's own changes), for the user to review.
+#[cfg(target_os = "linux")]
+pub fn check_git_configs(configs: &[crate::policy::GitConfigWatch], warn: &dyn Fn(&str)) -> bool {
+    let mut clean = true;
+    for c in configs {
+        if crate::policy::Identity::of(&c.path) == c.identity {
+            continue;
+        }
+        let after = match std::fs::read_to_string(&c.path) {
+            Ok(text) => crate::gitconfig::entries(&text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                warn(&format!(
+                    "{} was replaced during the run and cannot be read ({e}): review it before using git there",
+                    c.path.display()
+                ));
+                clean = false;
+                continue;
+            }
+        };
+        let new = crate::gitconfig::new_unusual(&c.entries, &after);
+        if !new.is_empty() {
+            warn(&format!(
+                "{} was replaced during the run (git on the host rewrites it, which lets the sandbox write it too) and now has settings it did not have before that git may act on outside the sandbox: [{}]; review them before using git there",
+                c.path.display(),
+                banner_safe(&new.join(", "))
+            ));
+            clean = false;
+        }
+    }
+    clean
+}
+
 /// Why a sandbox did not start.
 #[cfg(target_os = "linux")]
 #[derive(Debug, Clone)]
@@ -651,21 +689,6 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
             Vec::new()
         }
     };
-    // What `git init` writes; any other key is reported (a list of the
-    // dangerous ones would always miss one: diff drivers, merge drivers,
-    // upload-pack commands, includes, ...).
-    const INIT_KEYS: &[&str] = &[
-        "core.repositoryformatversion",
-        "core.filemode",
-        "core.bare",
-        "core.logallrefupdates",
-        "core.ignorecase",
-        "core.precomposeunicode",
-        "core.symlinks",
-        "extensions.objectformat",
-        "extensions.refstorage",
-        "init.defaultbranch",
-    ];
     let config = match std::fs::read_to_string(git.join("config")) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -674,38 +697,14 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
             String::new()
         }
     };
-    let mut section = String::new();
+    // What `git init` writes; any other key is reported (a list of the
+    // dangerous ones would always miss one: diff drivers, merge drivers,
+    // upload-pack commands, includes, ...).
     let mut risky: Vec<String> = Vec::new();
-    for line in config.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let mut line = line;
-        if let Some(head) = line.strip_prefix('[') {
-            // `[section]` or `[section "sub"]`, possibly followed by a key on
-            // the same line.
-            let (name, rest) = head.split_once(']').unwrap_or((head, ""));
-            section = name
-                .split('"')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
-            line = rest.trim();
-            if line.is_empty() {
-                continue;
-            }
-        }
-        let key = line
-            .split('=')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        let full = format!("{section}.{key}");
-        if !INIT_KEYS.contains(&full.as_str()) && !risky.contains(&full) {
-            risky.push(full);
+    for entry in crate::gitconfig::entries(&config) {
+        if !crate::gitconfig::INIT_KEYS.contains(&entry.key.as_str()) && !risky.contains(&entry.key)
+        {
+            risky.push(entry.key);
         }
     }
     if std::fs::symlink_metadata(git.join("commondir")).is_ok() {

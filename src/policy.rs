@@ -123,6 +123,15 @@ impl Identity {
     }
 }
 
+/// A git config file and what it set when the policy was resolved.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub struct GitConfigWatch {
+    pub path: PathBuf,
+    pub identity: Option<Identity>,
+    pub entries: Vec<crate::gitconfig::Entry>,
+}
+
 /// A system path made readable in `filesystem = "read-only"` mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SystemPath {
@@ -166,6 +175,14 @@ pub struct Policy {
     /// Directories between a writable root and a protected path, made mount
     /// points of themselves so that they cannot be renamed away.
     pub pins: Vec<PathBuf>,
+    /// Git config files that exist and are mounted read-only, with what
+    /// they set before the run. git on the host replaces such a file
+    /// whenever it writes it (a lock file renamed over it), which detaches
+    /// the read-only mount inside a running sandbox: after the run, a
+    /// replaced one is checked for settings it did not have before (Linux;
+    /// Seatbelt's rules follow the path, whatever is there).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub git_configs: Vec<GitConfigWatch>,
     /// Credential paths whose reads are denied.
     pub credentials: Vec<Credential>,
     /// `.env` files found in the project (real paths).
@@ -1121,6 +1138,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
     // "Runs later" paths inside writable roots.
     let mut protected: Vec<Protected> = Vec::new();
     let mut pins: Vec<PathBuf> = Vec::new();
+    let mut git_configs: Vec<GitConfigWatch> = Vec::new();
     if s.filesystem == FsSetting::Restricted {
         let mut candidates: Vec<PathBuf> = Vec::new();
         let git = project.join(".git");
@@ -1148,6 +1166,9 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             // hooks; a normal repository has none, so it is watched. The
             // same files of linked worktrees live under .git/worktrees.
             candidates.push(git.join("commondir"));
+            // The main worktree's own config, read when
+            // `extensions.worktreeConfig` is set (sparse-checkout sets it).
+            candidates.push(git.join("config.worktree"));
             for wt in std::fs::read_dir(git.join("worktrees"))
                 .into_iter()
                 .flatten()
@@ -1163,6 +1184,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         // config sets it.
         for config in [
             git.join("config"),
+            git.join("config.worktree"),
             home.join(".gitconfig"),
             home.join(".config/git/config"),
         ] {
@@ -1176,6 +1198,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             for module in submodule_git_dirs(&git.join("modules")) {
                 candidates.push(module.join("hooks"));
                 candidates.push(module.join("config"));
+                candidates.push(module.join("config.worktree"));
                 git_dirs.push(module);
             }
         }
@@ -1279,6 +1302,23 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             };
             if protected.contains(&entry) {
                 continue;
+            }
+            let is_config = resolved
+                .file_name()
+                .is_some_and(|n| n == "config" || n == "config.worktree");
+            let in_git_dir = resolved.components().any(|c| c.as_os_str() == ".git")
+                || resolved.parent().is_some_and(|p| {
+                    git_dirs
+                        .iter()
+                        .any(|g| real(g).is_some_and(|r| alias(r) == p))
+                });
+            if kind == Kind::File && is_config && in_git_dir {
+                let text = std::fs::read_to_string(&resolved).unwrap_or_default();
+                git_configs.push(GitConfigWatch {
+                    path: resolved.clone(),
+                    identity: entry.identity.clone(),
+                    entries: crate::gitconfig::entries(&text),
+                });
             }
             protected.push(entry);
             let mut dir = resolved.parent();
@@ -1419,6 +1459,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         writable,
         protected,
         pins,
+        git_configs,
         credentials,
         env_files,
         placeholder,
@@ -1625,6 +1666,7 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
             },
         ],
         pins: vec![project.join(".git")],
+        git_configs: Vec::new(),
         credentials: vec![
             cred(".ssh", Kind::Dir),
             cred(".netrc", Kind::File),

@@ -1449,3 +1449,113 @@ fn sbx_cache_and_host_edits_of_protected_dirs_are_not_swept() {
         .collect();
     assert!(blocked.is_empty(), "{blocked:?}");
 }
+
+// ---------------------------------------------------------------------------
+// Seventh review
+// ---------------------------------------------------------------------------
+
+/// git on the host rewrites `.git/config` by renaming a lock file over it,
+/// which detaches the read-only mount inside a running sandbox: the command
+/// could then add `core.fsmonitor` (run by the user's next `git status`), and
+/// sbx exited 0 without a word. Now a replaced config is compared with what
+/// it set before the run.
+#[test]
+fn git_config_rewritten_on_the_host_during_a_run_is_checked() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let config = world.project.join(".git/config");
+    let mut cmd = world.sbx_std();
+    sh_in(
+        &mut cmd,
+        &[],
+        r#"echo up > up; i=0
+while [ $i -lt 300 ]; do
+  if printf '[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n' >> .git/config 2>/dev/null; then echo APPENDED; break; fi
+  sleep 0.02; i=$((i+1))
+done"#,
+        &[],
+    );
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !world.project.join("up").exists() {
+        assert!(
+            start.elapsed() < util::DEADLINE,
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The user's everyday git on the host, meanwhile.
+    util::git(&world.project, &["config", "user.name", "host-user"]);
+    let out = child.wait_with_output().unwrap();
+    show("git config detach", &out);
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        stdout(&out).contains("APPENDED") && text.contains("fsmonitor"),
+        "the scenario did not happen (the write never got through): {}",
+        both(&out)
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("core.fsmonitor=touch PWNED-FSMONITOR"),
+        "{}",
+        both(&out)
+    );
+    // The user's own change is not reported.
+    assert!(!stderr(&out).contains("user.name"), "{}", both(&out));
+}
+
+/// The main worktree's `.git/config.worktree` (read when
+/// `extensions.worktreeConfig` is set, as `git sparse-checkout` does) was
+/// writable: a hook or `core.fsmonitor` there runs on the host.
+#[test]
+fn main_worktree_config_worktree_is_protected() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    util::git(
+        &world.project,
+        &["config", "extensions.worktreeConfig", "true"],
+    );
+    let out = run_sh(
+        &world,
+        r#"printf '[core]\n\thooksPath = evil-hooks\n' > .git/config.worktree; echo DONE"#,
+    );
+    let planted = world.project.join(".git/config.worktree");
+    assert!(
+        !planted.exists(),
+        "{} left in place: {}",
+        planted.display(),
+        both(&out)
+    );
+    assert!(
+        world
+            .project
+            .join(".git/config.worktree.sbx-blocked")
+            .exists(),
+        "{}",
+        both(&out)
+    );
+    // An existing one is read-only, and its hooksPath directory too.
+    std::fs::write(&planted, "[core]\n\thooksPath = githooks\n").unwrap();
+    std::fs::create_dir_all(world.project.join("githooks")).unwrap();
+    let out = run_sh(
+        &world,
+        r#"echo x >> .git/config.worktree; echo '#!/bin/sh' > githooks/pre-commit; ls githooks"#,
+    );
+    assert_eq!(
+        std::fs::read_to_string(&planted).unwrap(),
+        "[core]\n\thooksPath = githooks\n",
+        "{}",
+        both(&out)
+    );
+    assert!(
+        !world.project.join("githooks/pre-commit").exists(),
+        "{}",
+        both(&out)
+    );
+}
