@@ -407,7 +407,10 @@ fn code_list(items: &[&str], last: &str) -> String {
 fn credential_vars_text() -> String {
     format!(
         "Removed unless named in `env_passthrough`: names ending in {}, names containing {}, \
-{}, and any variable whose value is a URL with a password (`DATABASE_URL=postgres://u:p@host/db`).",
+{}; any variable whose value holds a URL with a password (`DATABASE_URL=postgres://u:p@host/db`, \
+any URL of a list) or a `password=`, `pwd=`, `token=`, ... parameter; bundler's host credentials \
+(`BUNDLE_HOST__COM=user:pass`); and git config passed in the environment (`GIT_CONFIG_COUNT`, \
+`GIT_CONFIG_KEY_n`, `GIT_CONFIG_VALUE_n`) as a whole when one of its values is a secret.",
         code_list(CREDENTIAL_VAR_SUFFIXES, "or"),
         code_list(CREDENTIAL_VAR_PARTS, "or"),
         code_list(CREDENTIAL_VAR_NAMES, "and"),

@@ -363,8 +363,10 @@ pub const CREDENTIAL_VAR_SUFFIXES: &[&str] = &[
     "WEBHOOK",
     "WEBHOOK_URL",
 ];
-/// What a removed variable's name may contain.
-pub const CREDENTIAL_VAR_PARTS: &[&str] = &["SECRET", "_AUTH_"];
+/// What a removed variable's name may contain (`TOKEN_`: Terraform's
+/// `TF_TOKEN_<host>`, `AWS_BEARER_TOKEN_BEDROCK`).
+pub const CREDENTIAL_VAR_PARTS: &[&str] =
+    &["SECRET", "_AUTH_", "TOKEN_", "PASSWORD", "_CREDENTIAL"];
 /// Names removed as they are.
 pub const CREDENTIAL_VAR_NAMES: &[&str] = &[
     "AWS_ACCESS_KEY_ID",
@@ -372,6 +374,21 @@ pub const CREDENTIAL_VAR_NAMES: &[&str] = &[
     "GPG_AGENT_INFO",
     "DOCKER_AUTH_CONFIG",
     "KUBECONFIG",
+    // NuGet's feed list, with a password per feed (JSON).
+    "VSS_NUGET_EXTERNAL_FEED_ENDPOINTS",
+];
+
+/// Keys that give a secret away in a query string or a connection string
+/// (`?password=`, `;Password=`), lower case, with their `=`.
+const SECRET_VALUE_KEYS: &[&str] = &[
+    "password=",
+    "passwd=",
+    "pwd=",
+    "secret=",
+    "token=",
+    "access_token=",
+    "api_key=",
+    "apikey=",
 ];
 
 /// Whether an environment variable looks like a credential, by its name.
@@ -381,24 +398,53 @@ pub fn is_credential_var(name: &str) -> bool {
 }
 
 /// Whether an environment variable looks like a credential, by its name or
-/// (for URLs such as `DATABASE_URL`) by a password in its value.
+/// by its value: a password in any URL in it (`DATABASE_URL`, the second
+/// index of `PIP_EXTRA_INDEX_URL`), in a query or connection string
+/// (`?password=`, `;Password=`), or a bundler host credential
+/// (`BUNDLE_GEMS__EXAMPLE__COM=user:pass`).
 pub fn is_credential_env(name: &str, value: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     CREDENTIAL_VAR_SUFFIXES.iter().any(|s| upper.ends_with(s))
         || CREDENTIAL_VAR_PARTS.iter().any(|p| upper.contains(p))
         || CREDENTIAL_VAR_NAMES.contains(&upper.as_str())
-        || url_with_password(value)
+        || (upper.starts_with("BUNDLE_") && upper.contains("__") && value.contains(':'))
+        || value_holds_secret(value)
 }
 
-/// `scheme://user:password@host...`: a URL that carries a password.
-fn url_with_password(value: &str) -> bool {
-    let Some((_, rest)) = value.split_once("://") else {
-        return false;
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    authority
-        .rsplit_once('@')
-        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+/// A password in any URL of the value, or a secret key in a query or
+/// connection string.
+fn value_holds_secret(value: &str) -> bool {
+    let url_password = value.match_indices("://").any(|(i, _)| {
+        let authority = value[i + 3..]
+            .split(['/', '?', '#', ' ', ',', ';'])
+            .next()
+            .unwrap_or("");
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    });
+    let lower = value.to_ascii_lowercase();
+    let keyed = SECRET_VALUE_KEYS.iter().any(|key| {
+        lower.match_indices(key).any(|(i, _)| {
+            // At the start of a parameter, not inside a longer name
+            // (`max_token=`), and with a value.
+            let starts =
+                i == 0 || matches!(lower.as_bytes()[i - 1], b'?' | b'&' | b';' | b' ' | b',');
+            let has_value = lower[i + key.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| !matches!(c, '&' | ';' | ' ' | ','));
+            starts && has_value
+        })
+    });
+    url_password || keyed
+}
+
+/// Whether a git config value given in the environment is an
+/// authentication header (`http.extraHeader`) or otherwise a credential.
+fn git_config_value_is_secret(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    lower.contains("authorization:") || lower.contains("bearer ") || value_holds_secret(value)
 }
 
 /// The merged settings before paths are resolved.
@@ -1551,6 +1597,19 @@ fn plan_env(host: &Host, mode: EnvMode, passthrough: &[String], shell: &Path) ->
         .var("SHELL")
         .and_then(|s| real(Path::new(s)))
         .is_some_and(|s| Some(&s) == host.self_exe.as_ref());
+    // Config given to git through the environment (GIT_CONFIG_COUNT,
+    // GIT_CONFIG_KEY_n, GIT_CONFIG_VALUE_n) goes as a whole when one value
+    // is a credential: a gap in the numbering makes git refuse to run.
+    let git_config_secret = host.env.iter().any(|(k, v)| {
+        k.to_str()
+            .is_some_and(|k| k.starts_with("GIT_CONFIG_VALUE_"))
+            && v.to_str().is_some_and(git_config_value_is_secret)
+    });
+    let is_git_config = |k: &str| {
+        k == "GIT_CONFIG_COUNT"
+            || k.starts_with("GIT_CONFIG_KEY_")
+            || k.starts_with("GIT_CONFIG_VALUE_")
+    };
     for (k, v) in &host.env {
         let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
             continue;
@@ -1559,7 +1618,8 @@ fn plan_env(host: &Host, mode: EnvMode, passthrough: &[String], shell: &Path) ->
         if k == "SBX_SANDBOX" || (k == "SHELL" && shell_is_sbx) {
             continue;
         }
-        if is_credential_env(k, v) && !passed {
+        let secret = is_credential_env(k, v) || (git_config_secret && is_git_config(k));
+        if secret && !passed {
             if !plan.clear {
                 plan.unset.push(k.to_string());
             }
@@ -1742,6 +1802,75 @@ mod tests {
         ));
         assert!(!is_credential_env("DATABASE_URL", "postgres://db:5432/x"));
         assert!(!is_credential_env("HOMEPAGE", "https://example.com/a:b@c"));
+        // Found by the seventh review.
+        for (k, v) in [
+            ("AWS_BEARER_TOKEN_BEDROCK", "x"),
+            ("TF_TOKEN_app_terraform_io", "x"),
+            ("BUNDLE_GEMS__CONTRIBSYS__COM", "user:pass"),
+            (
+                "PIP_EXTRA_INDEX_URL",
+                "https://pypi.org/simple https://u:p@corp.example/simple",
+            ),
+            (
+                "GOPROXY",
+                "https://proxy.golang.org,https://u:p@corp.example",
+            ),
+            ("JDBC_URL", "jdbc:postgresql://db/x?user=a&password=b"),
+            (
+                "ConnectionStrings__Default",
+                "Server=db;User Id=a;Password=b;",
+            ),
+            ("VSS_NUGET_EXTERNAL_FEED_ENDPOINTS", "{}"),
+            ("SOME_URL", "https://api.example/x?access_token=abc"),
+        ] {
+            assert!(is_credential_env(k, v), "{k}={v}");
+        }
+        for (k, v) in [
+            ("TOKENIZERS_PARALLELISM", "false"),
+            ("BUNDLE_PATH", "vendor/bundle"),
+            ("BUNDLE_GEMFILE", "/x/Gemfile"),
+            ("GOPROXY", "https://proxy.golang.org,direct"),
+            ("SEARCH_URL", "https://example.com/?q=max_token=5"),
+            ("LESS", "-R"),
+            // A bare `password=` with nothing after it gives nothing away.
+            ("SQL", "select password= from t"),
+        ] {
+            assert!(!is_credential_env(k, v), "{k}={v}");
+        }
+    }
+
+    #[test]
+    fn git_config_in_the_environment_goes_whole_when_it_holds_a_secret() {
+        let host = |vars: &[(&str, &str)]| Host {
+            platform: Platform::Linux,
+            cwd: "/".into(),
+            home: "/home/t".into(),
+            env: vars
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                .collect(),
+            self_exe: None,
+            cache_dir: None,
+            scan_env_files: false,
+        };
+        let vars = [
+            ("GIT_CONFIG_COUNT", "2"),
+            ("GIT_CONFIG_KEY_0", "safe.directory"),
+            ("GIT_CONFIG_VALUE_0", "*"),
+            ("GIT_CONFIG_KEY_1", "http.extraHeader"),
+            ("GIT_CONFIG_VALUE_1", "Authorization: Bearer abc"),
+        ];
+        let plan = plan_env(&host(&vars), EnvMode::Inherit, &[], Path::new("/bin/sh"));
+        for (k, _) in vars {
+            assert!(plan.unset.contains(&k.to_string()), "{k}: {plan:?}");
+        }
+        let plan = plan_env(
+            &host(&vars[..3]),
+            EnvMode::Inherit,
+            &[],
+            Path::new("/bin/sh"),
+        );
+        assert!(plan.unset.is_empty(), "{plan:?}");
     }
 
     #[test]

@@ -675,12 +675,31 @@ fn credential_env_vars_are_removed() {
             ("GITHUB_TOKEN", SECRET),
             ("AWS_SECRET_ACCESS_KEY", SECRET),
             ("MY_API_KEY", SECRET),
+            ("AWS_BEARER_TOKEN_BEDROCK", SECRET),
+            (
+                "JDBC_URL",
+                &format!("jdbc:postgresql://db/x?password={SECRET}"),
+            ),
+            ("GIT_CONFIG_COUNT", "1"),
+            ("GIT_CONFIG_KEY_0", "http.extraHeader"),
+            (
+                "GIT_CONFIG_VALUE_0",
+                &format!("Authorization: Bearer {SECRET}"),
+            ),
             ("FOO", "bar"),
         ],
     );
     assert!(out.status.success(), "{}", both(&out));
     assert_no_secret(&out);
-    for name in ["GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY"] {
+    for name in [
+        "GITHUB_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "MY_API_KEY",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "JDBC_URL",
+        "GIT_CONFIG_COUNT",
+        "GIT_CONFIG_KEY_0",
+    ] {
         assert_no_line_starting(&out, &format!("{name}="));
     }
     assert_line(&out, "FOO=bar");
