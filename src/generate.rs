@@ -624,7 +624,8 @@ confirmed.",
         &mut r,
         "SBX_CONFIG",
         "A configuration file read like `--config FILE` (trusted like the user file); `--config` \
-wins, and an empty value is ignored.",
+wins, an empty value is ignored, and a relative path is refused (it would name another file in \
+every directory sbx starts in).",
     );
     tp(
         &mut r,

@@ -1021,15 +1021,20 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
     let xdg = host.var("XDG_CONFIG_HOME").map(PathBuf::from);
     let user_path = config::user_file(xdg.as_deref(), &home);
     let user = config::load(Source::User(user_path.clone()), true)?;
-    let explicit_path = flags
-        .config
-        .clone()
-        .or_else(|| {
-            host.var("SBX_CONFIG")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
-        .map(|p| host.cwd.join(p));
+    // SBX_CONFIG is set once and read by every run, wherever it starts: a
+    // relative one would name a different file in each directory, one the
+    // sandboxed command may have written.
+    let from_env = host
+        .var("SBX_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    if let Some(p) = from_env.as_ref().filter(|p| !p.is_absolute()) {
+        bail!(
+            "SBX_CONFIG={}: not an absolute path (a relative one would name another file in every directory sbx runs in); set it to an absolute path",
+            p.display()
+        );
+    }
+    let explicit_path = flags.config.clone().or(from_env).map(|p| host.cwd.join(p));
     let explicit = match &explicit_path {
         Some(p) => config::load(Source::Explicit(p.clone()), false)?,
         None => None,

@@ -369,6 +369,34 @@ fn missing_config_file_is_refused() {
     assert!(!marker.exists(), "the command ran");
 }
 
+/// A relative SBX_CONFIG would name another file in every directory sbx
+/// starts in, one the sandboxed command could write (`enabled = false`):
+/// refused, and the command never runs.
+#[test]
+fn a_relative_sbx_config_is_refused() {
+    let world = World::new();
+    write(
+        &world.project.join("sbx-config.toml"),
+        "[sandbox]
+enabled = false
+",
+    );
+    let marker = world.home.join("ran-unsandboxed");
+    world
+        .sbx()
+        .env("SBX_CONFIG", "sbx-config.toml")
+        .args(["run", "--", "sh", "-c"])
+        .arg(format!("touch '{}'", marker.display()))
+        .timeout(DEADLINE)
+        .assert()
+        .code(125)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains(
+            "SBX_CONFIG=sbx-config.toml: not an absolute path",
+        ));
+    assert!(!marker.exists(), "the command ran");
+}
+
 #[test]
 fn a_missing_user_file_is_fine() {
     // sbx works with no configuration at all.
