@@ -287,6 +287,14 @@ pub const PROJECT_PROTECTED: &[&str] = &[
     ".codex",
     ".gemini",
     ".cursor",
+    ".zed",
+    // `initializeCommand` runs on the host before the container starts.
+    ".devcontainer",
+    ".devcontainer.json",
+    // mise trusts a config by its path: an edit keeps the trust.
+    "mise.toml",
+    ".mise.toml",
+    ".mise",
 ];
 
 /// "Runs later" paths relative to the home directory, protected when the
@@ -317,6 +325,12 @@ pub const HOME_PROTECTED: &[&str] = &[
     "bin",
     ".cargo/config.toml",
     ".cargo/bin",
+    // npm's `node-options` and `script-shell`.
+    ".npmrc",
+    ".vimrc",
+    ".config/nvim",
+    ".tmux.conf",
+    ".xsessionrc",
 ];
 
 /// `.env` files kept readable: committed templates.
@@ -1233,12 +1247,22 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         // A hooks directory set by `core.hooksPath` (husky, lefthook) runs
         // like .git/hooks, whether the repository or the user's own git
         // config sets it.
+        // git's user config under $XDG_CONFIG_HOME, when that is not
+        // ~/.config (whose git directory is on the home list).
+        let xdg_git = xdg
+            .as_ref()
+            .filter(|x| x.is_absolute())
+            .map(|x| x.join("git"));
+        candidates.extend(xdg_git.clone());
         for config in [
             git.join("config"),
             git.join("config.worktree"),
             home.join(".gitconfig"),
             home.join(".config/git/config"),
-        ] {
+        ]
+        .into_iter()
+        .chain(xdg_git.map(|g| g.join("config")))
+        {
             if let Some(hooks) = hooks_path(&config, &project, &home) {
                 candidates.push(hooks);
             }
