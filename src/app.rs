@@ -183,6 +183,12 @@ fn run_with(
 ) -> Result<Infallible> {
     let style = Style::detect(&env);
     let host = gather_host(Platform::host(), env, self_exe)?;
+    // Before this run's policy sees the project: what an earlier run's
+    // command left behind, if that sbx died before checking it.
+    #[cfg(target_os = "linux")]
+    if let Some(cache) = host.cache_dir.as_deref().filter(|_| !already_sandboxed()) {
+        crate::journal::recover(cache, &|text: &str| banner::warn(style, text));
+    }
     if already_sandboxed() {
         // Nothing can be added from inside: namespaces cannot be created here,
         // and leaving is impossible by construction.
@@ -246,7 +252,14 @@ fn run_with(
             return unavailable(&policy, style, &cause);
         }
     };
-    run_plan(&plan, &policy, style, shell_command, proxy)
+    run_plan(
+        &plan,
+        &policy,
+        style,
+        shell_command,
+        proxy,
+        host.cache_dir.as_deref(),
+    )
 }
 
 /// The allowlist proxy of one run, served by this process; its private
@@ -418,6 +431,7 @@ fn run_plan(
     style: Style,
     shell_command: bool,
     proxy: Option<RunningProxy>,
+    cache: Option<&Path>,
 ) -> Result<Infallible> {
     // Every protected path with its identity before the run: missing ones
     // could be created by this command, and existing ones replaced by it if
@@ -450,7 +464,23 @@ fn run_plan(
             banner::print_active(style, &banner::summary(policy, "bwrap"));
         }
     };
-    let warn = |text: &str| banner::warn(style, text);
+    // What the checks after the command find is said once they are all
+    // done: the command may have stopped the terminal's output (`tcflow`),
+    // and a warning blocking on it must not keep a planted file in place.
+    let said = std::cell::RefCell::new(Vec::<String>::new());
+    let warn = |text: &str| said.borrow_mut().push(text.to_string());
+    let say_all = || {
+        let said = said.take();
+        if !said.is_empty() {
+            resume_terminal_output();
+        }
+        for text in said {
+            banner::warn(style, &text);
+        }
+    };
+    // Written down before the command starts, for the next run to check if
+    // this sbx dies before it can (dropped once the checks below are done).
+    let pending = cache.and_then(|c| crate::journal::write(c, &watch));
     let outcome = crate::exec::run_sandboxed(plan, &watch, &on_started, &warn);
     drop(proxy);
     match outcome? {
@@ -472,22 +502,40 @@ fn run_plan(
                     crate::exec::inspect_new_git(&new_git, &warn);
                 }
             }
+            drop(pending);
+            say_all();
             std::process::exit(i32::from(code))
         }
-        crate::exec::Outcome::NotStarted(why) => match why {
-            crate::exec::NotStarted::Environment(cause, detail) => unavailable(
-                policy,
-                style,
-                &format!("{}{} ({})", cause.what, bracket(&detail), cause.fix),
-            ),
-            // A sandbox starts here, just not this one: whatever broke it
-            // (a project file, a planted path) may be the command's doing,
-            // so it never earns an unsandboxed run.
-            crate::exec::NotStarted::Policy(detail) => bail!(
-                "the sandbox could not be set up for this project{}; the command was not run (sbx never falls back to running unsandboxed when only this project's sandbox fails: check the paths named above and the project's .sbx.toml)",
-                bracket(&detail)
-            ),
-        },
+        crate::exec::Outcome::NotStarted(why) => {
+            // Nothing ran: nothing for a later run to check.
+            drop(pending);
+            say_all();
+            match why {
+                crate::exec::NotStarted::Environment(cause, detail) => unavailable(
+                    policy,
+                    style,
+                    &format!("{}{} ({})", cause.what, bracket(&detail), cause.fix),
+                ),
+                // A sandbox starts here, just not this one: whatever broke it
+                // (a project file, a planted path) may be the command's doing,
+                // so it never earns an unsandboxed run.
+                crate::exec::NotStarted::Policy(detail) => bail!(
+                    "the sandbox could not be set up for this project{}; the command was not run (sbx never falls back to running unsandboxed when only this project's sandbox fails: check the paths named above and the project's .sbx.toml)",
+                    bracket(&detail)
+                ),
+            }
+        }
+    }
+}
+
+/// Restart output on sbx's terminal if the command stopped it
+/// (`tcflow(TCOOFF)`), so that what sbx has to say is not left blocking.
+#[cfg(target_os = "linux")]
+fn resume_terminal_output() {
+    use std::os::fd::AsFd;
+    let stderr = std::io::stderr();
+    if stderr.is_terminal() {
+        let _ = nix::sys::termios::tcflow(stderr.as_fd(), nix::sys::termios::FlowArg::TCOON);
     }
 }
 
@@ -511,6 +559,7 @@ fn run_plan(
     style: Style,
     shell_command: bool,
     proxy: Option<RunningProxy>,
+    _cache: Option<&Path>,
 ) -> Result<Infallible> {
     let true_program = Path::new(backend::seatbelt::TRUE);
     // Inside sbx's own sandbox (a tool there running `$SHELL -c` with

@@ -16,6 +16,8 @@ mod generate;
 mod gitconfig;
 #[cfg(target_os = "linux")]
 mod inner;
+#[cfg(target_os = "linux")]
+mod journal;
 mod netrule;
 mod policy;
 mod probe;

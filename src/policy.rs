@@ -83,7 +83,7 @@ pub struct Protected {
 /// is set at creation too, but also by any change (an entry added to a
 /// directory, a file edited in place), so there a change made outside the
 /// sandbox during the run reads as a replacement (moved aside: safe, noisy).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Identity {
     dev: u64,
     ino: u64,
@@ -93,7 +93,7 @@ pub struct Identity {
 }
 
 /// When a file came to be, as well as the file system can tell.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 enum Born {
     /// Birth time (seconds and nanoseconds since the epoch).
     At(u64, u32),

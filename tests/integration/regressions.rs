@@ -1559,3 +1559,112 @@ fn main_worktree_config_worktree_is_protected() {
         both(&out)
     );
 }
+
+/// An agent's timeout kills sbx with SIGKILL: the sweep after the command
+/// never happened, and the next run took a planted `.envrc` for one that had
+/// always been there (mounted read-only, no word). Now the next run finds
+/// the killed run's note and sweeps in its place.
+#[test]
+fn a_killed_sbx_leaves_its_sweep_to_the_next_run() {
+    require_sandbox!();
+    let world = World::new();
+    let mut cmd = world.sbx_std();
+    sh_in(
+        &mut cmd,
+        &[],
+        "echo 'touch \"$HOME/PWNED\"' > .envrc; echo up > up; sleep 30",
+        &[],
+    );
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !world.project.join("up").exists() {
+        assert!(
+            start.elapsed() < util::DEADLINE,
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let envrc = world.project.join(".envrc");
+    // The sandbox dies with sbx (--die-with-parent); give it a moment.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(envrc.exists(), "the scenario did not happen");
+    let out = run_sh(&world, "cat .envrc 2>/dev/null; echo NEXT-RAN");
+    assert!(stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
+    assert!(!envrc.exists(), ".envrc left in place: {}", both(&out));
+    assert!(
+        world.project.join(".envrc.sbx-blocked").exists(),
+        "{}",
+        both(&out)
+    );
+    assert!(stderr(&out).contains("earlier sbx run"), "{}", both(&out));
+    // Said once: the run after that has nothing to report.
+    let again = run_sh(&world, "true");
+    assert!(
+        !stderr(&again).contains("earlier sbx run"),
+        "{}",
+        both(&again)
+    );
+}
+
+/// The command stopped its terminal's output (`tcflow(TCOOFF)`, which no
+/// filter refuses): sbx moved the first planted path aside, then blocked
+/// writing its warning, and the user's Ctrl-C killed it before the second
+/// was swept. Now every path is swept first, and output is restarted before
+/// sbx says anything.
+#[test]
+fn a_stopped_terminal_does_not_stall_the_sweep() {
+    require_sandbox!();
+    let Some(script) = tool(&["/usr/bin/script"]) else {
+        return;
+    };
+    let Some(python) = tool(&["/usr/bin/python3"]) else {
+        return;
+    };
+    let world = World::new();
+    let inner = format!(
+        "{} run -- {python} -c {}",
+        shq_path(&util::sbx_path()),
+        crate::host::shq(
+            "import os, termios; open('.envrc', 'w').write('x'); os.makedirs('.vscode'); open('.vscode/tasks.json', 'w').write('x'); termios.tcflow(2, termios.TCOOFF)"
+        )
+    );
+    let mut cmd = world.host_cmd(script);
+    cmd.args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.is_some(), "sbx blocked on the stopped terminal");
+    for planted in [".envrc", ".vscode"] {
+        assert!(
+            !world.project.join(planted).exists(),
+            "{planted} left in place"
+        );
+        assert!(
+            world
+                .project
+                .join(format!("{planted}.sbx-blocked"))
+                .exists(),
+            "{planted} not moved aside"
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! What a run still has to check after its command, written down before the
+//! command starts: if sbx dies first (an agent's timeout sends SIGKILL), the
+//! next run finds the note and does the post-run sweep in its place, so a
+//! "runs later" file planted in the meantime is not taken for one that was
+//! always there.
+//!
+//! One JSON file per run in `CACHE/pending`, named after the process and
+//! its start time (so a reused PID is not taken for the run). A run removes
+//! its own when its sweep is done; a run that starts takes over the others
+//! whose process is gone, by renaming them first (two runs starting at once
+//! do not both sweep).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::Identity;
+
+/// What one run watches, as written before its command starts.
+#[derive(Debug, Serialize, Deserialize)]
+struct Note {
+    /// "Runs later" paths with their identity before the run (`None`:
+    /// missing).
+    watch: Vec<(PathBuf, Option<Identity>)>,
+}
+
+/// This process's entry in the pending directory; removed when dropped
+/// (after the sweep), or left behind if sbx is killed before that.
+pub struct Pending(PathBuf);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn dir(cache: &Path) -> PathBuf {
+    cache.join("pending")
+}
+
+/// `PID-STARTTIME` for a process, from `/proc/PID/stat` (the start time is
+/// field 22, after the command name in parentheses, which may hold spaces).
+fn process_key(pid: &str) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, after) = stat.rsplit_once(')')?;
+    let start = after.split_whitespace().nth(19)?;
+    Some(format!("{pid}-{start}"))
+}
+
+/// Write this run's note before its command starts. `None` when it cannot
+/// be written (no cache directory, a path that is not UTF-8): the run's own
+/// sweep still happens, only a killed sbx would leave it undone.
+pub fn write(cache: &Path, watch: &[(PathBuf, Option<Identity>)]) -> Option<Pending> {
+    use std::os::unix::fs::DirBuilderExt;
+    let key = process_key("self")?;
+    let dir = dir(cache);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .ok()?;
+    let text = serde_json::to_string(&Note {
+        watch: watch.to_vec(),
+    })
+    .ok()?;
+    let path = dir.join(format!("run-{key}.json"));
+    std::fs::write(&path, text).ok()?;
+    Some(Pending(path))
+}
+
+/// Sweep for every run whose sbx is gone without having swept, then drop
+/// its note. Each path is checked against the identity its run recorded, as
+/// that run would have done. False when a planted path could not be moved
+/// away.
+pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
+    let dir = dir(cache);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return true;
+    };
+    let mine = process_key("self").unwrap_or_default();
+    let mut clean = true;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(key) = name
+            .strip_prefix("run-")
+            .and_then(|n| n.strip_suffix(".json"))
+        else {
+            continue;
+        };
+        let pid = key.split('-').next().unwrap_or("");
+        if key == mine || process_key(pid).as_deref() == Some(key) {
+            // This run, or one still running.
+            continue;
+        }
+        // Claim it: of two runs starting at once, one renames it.
+        let claimed = dir.join(format!("claimed-{mine}-{name}"));
+        if std::fs::rename(entry.path(), &claimed).is_err() {
+            continue;
+        }
+        let note = std::fs::read_to_string(&claimed)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Note>(&t).ok());
+        if let Some(note) = note {
+            warn("an earlier sbx run ended before it could check what its command left behind; checking now");
+            for (path, before) in &note.watch {
+                if !crate::exec::sweep(path, before.as_ref(), warn) {
+                    clean = false;
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&claimed);
+    }
+    clean
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_left_by_a_dead_run_is_swept_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("cache");
+        let planted = tmp.path().join(".envrc");
+        let watch = vec![(planted.clone(), None)];
+        // This run's own note is not touched while it runs.
+        let pending = write(&cache, &watch).unwrap();
+        std::fs::write(&planted, "evil").unwrap();
+        assert!(recover(&cache, &|_| {}));
+        assert!(planted.exists());
+        // A note of a process that is gone (PID 0 never names a run).
+        std::fs::rename(&pending.0, dir(&cache).join("run-0-1.json")).unwrap();
+        std::mem::forget(pending);
+        let said = std::cell::RefCell::new(Vec::new());
+        assert!(recover(&cache, &|t| said.borrow_mut().push(t.to_string())));
+        assert!(!planted.exists());
+        assert!(tmp.path().join(".envrc.sbx-blocked").exists());
+        assert!(said.borrow().iter().any(|t| t.contains("earlier sbx run")));
+        assert_eq!(std::fs::read_dir(dir(&cache)).unwrap().count(), 0);
+        // Nothing left to do the second time.
+        std::fs::write(&planted, "the user's own, made after").unwrap();
+        assert!(recover(&cache, &|_| {}));
+        assert!(planted.exists());
+    }
+
+    #[test]
+    fn an_unchanged_path_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("cache");
+        let kept = tmp.path().join(".envrc");
+        std::fs::write(&kept, "mine").unwrap();
+        let watch = vec![(kept.clone(), Identity::of(&kept))];
+        let pending = write(&cache, &watch).unwrap();
+        std::fs::rename(&pending.0, dir(&cache).join("run-0-1.json")).unwrap();
+        std::mem::forget(pending);
+        assert!(recover(&cache, &|_| {}));
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "mine");
+    }
+}
