@@ -187,7 +187,9 @@ fn run_with(
     // command left behind, if that sbx died before checking it.
     #[cfg(target_os = "linux")]
     if let Some(cache) = host.cache_dir.as_deref().filter(|_| !already_sandboxed()) {
-        crate::journal::recover(cache, &|text: &str| banner::warn(style, text));
+        if !crate::journal::recover(cache, &|text: &str| banner::warn(style, text)) {
+            bail!("an earlier sbx run was killed before its checks, and they found what is named above; review it, then run the command again");
+        }
     }
     if already_sandboxed() {
         // Nothing can be added from inside: namespaces cannot be created here,
@@ -213,6 +215,10 @@ fn run_with(
         return crate::exec::exec_unsandboxed(&policy.command);
     }
     if !policy.enabled {
+        // `require` asks for a sandbox or nothing: a disabled one is nothing.
+        if policy.require {
+            bail!("the sandbox is disabled (`enabled = false` in your configuration) and `require` is set (--require or `require = true`); the command was not run");
+        }
         if banner::wanted(policy.banner, shell_command) {
             banner::warn(style, "sandbox disabled (`enabled = false` in your configuration); running the command as is");
         }
@@ -480,7 +486,7 @@ fn run_plan(
     };
     // Written down before the command starts, for the next run to check if
     // this sbx dies before it can (dropped once the checks below are done).
-    let pending = cache.and_then(|c| crate::journal::write(c, &watch));
+    let pending = cache.and_then(|c| crate::journal::write(c, &watch, &policy.git_configs));
     let outcome = crate::exec::run_sandboxed(plan, &watch, &on_started, &warn);
     drop(proxy);
     match outcome? {

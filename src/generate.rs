@@ -407,10 +407,12 @@ fn code_list(items: &[&str], last: &str) -> String {
 fn credential_vars_text() -> String {
     format!(
         "Removed unless named in `env_passthrough`: names ending in {}, names containing {}, \
-{}; any variable whose value holds a URL with a password (`DATABASE_URL=postgres://u:p@host/db`, \
-any URL of a list) or a `password=`, `pwd=`, `token=`, ... parameter; bundler's host credentials \
-(`BUNDLE_HOST__COM=user:pass`); and git config passed in the environment (`GIT_CONFIG_COUNT`, \
-`GIT_CONFIG_KEY_n`, `GIT_CONFIG_VALUE_n`) as a whole when one of its values is a secret.",
+{}; any variable whose value holds a URL with a password or a token in its user part \
+(`DATABASE_URL=postgres://u:p@host/db`, any URL of a list), a `password=`, `token=`, `key=`, \
+`sig=`, `AccountKey=`, ... parameter, or an Oracle `user/password@host`; bundler's host \
+credentials (`BUNDLE_HOST__COM=user:pass`); `GIT_CONFIG_PARAMETERS` holding one; and git config \
+passed in numbered variables (`GIT_CONFIG_COUNT`, `GIT_CONFIG_KEY_n`, `GIT_CONFIG_VALUE_n`) as a \
+whole when one of its keys or values holds a secret.",
         code_list(CREDENTIAL_VAR_SUFFIXES, "or"),
         code_list(CREDENTIAL_VAR_PARTS, "or"),
         code_list(CREDENTIAL_VAR_NAMES, "and"),

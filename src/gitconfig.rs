@@ -8,7 +8,7 @@
 //! reported that git does not see, but not the other way round.
 
 /// One setting as written.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
     /// `section.name`, lower case, without the subsection: what decides
     /// whether the setting can make git run something.
@@ -106,17 +106,73 @@ pub fn entries(text: &str) -> Vec<Entry> {
     out
 }
 
+/// Everyday keys whose value names where git fetches from or pushes to: a
+/// local repository there runs its own hooks when pushed to, and a
+/// `transport::` URL runs a `git-remote-transport` helper. New values of
+/// these count as everyday only when they name a remote by name or a
+/// network URL.
+const WHERE_KEYS: &[&str] = &[
+    "remote.url",
+    "remote.pushurl",
+    "branch.remote",
+    "branch.pushremote",
+    "submodule.url",
+];
+
 /// Settings in `after` that were not in `before` and that git's everyday
 /// commands do not write: `section[.subsection].name=value` each.
 pub fn new_unusual(before: &[Entry], after: &[Entry]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for e in after {
         let known = before.iter().any(|b| b.full == e.full);
-        if !known && !EVERYDAY_KEYS.contains(&e.key.as_str()) && !out.contains(&e.full) {
+        let everyday = EVERYDAY_KEYS.contains(&e.key.as_str())
+            && (!WHERE_KEYS.contains(&e.key.as_str()) || names_a_network_remote(value_of(&e.full)));
+        if !known && !everyday && !out.contains(&e.full) {
             out.push(e.full.clone());
         }
     }
     out
+}
+
+/// The value part of `section[.subsection].name=value`.
+fn value_of(full: &str) -> &str {
+    full.split_once('=').map_or("", |(_, v)| v)
+}
+
+/// A remote's name (`origin`), or a URL that reaches another machine:
+/// `https://`, `http://`, `ssh://`, `git://`, or scp-like `[user@]host:path`.
+/// Anything else (a path, `file://`, `transport::address`) may be a
+/// repository or a helper the sandboxed command prepared.
+fn names_a_network_remote(value: &str) -> bool {
+    let value = value.trim().trim_matches('"');
+    let lower = value.to_ascii_lowercase();
+    if [
+        "https://",
+        "http://",
+        "ssh://",
+        "git://",
+        "git+ssh://",
+        "ssh+git://",
+    ]
+    .iter()
+    .any(|scheme| lower.starts_with(scheme))
+    {
+        return !value.contains("::");
+    }
+    if value.contains("::") || value.contains("://") {
+        return false;
+    }
+    // scp-like: a host (no slash before the colon) and a path.
+    if let Some((host, _)) = value.split_once(':') {
+        let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+        return !host.is_empty() && !host.contains('/') && !host.starts_with('.');
+    }
+    // A remote's name: one plain word.
+    !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !value.starts_with('.')
 }
 
 #[cfg(test)]
@@ -156,10 +212,43 @@ mod tests {
     }
 
     #[test]
+    fn remotes_that_are_local_repositories_are_unusual() {
+        let before = entries("[core]\n\tbare = false\n");
+        for (value, unusual) in [
+            ("https://github.com/o/r.git", false),
+            ("git@github.com:o/r.git", false),
+            ("ssh://git@host/r", false),
+            ("origin", false),
+            ("/home/u/proj/.cache-evil.git", true),
+            ("./.cache-evil.git", true),
+            ("../elsewhere", true),
+            (".cache-evil.git", true),
+            ("file:///home/u/x.git", true),
+            ("ext::sh -c evil", true),
+            ("fd::3", true),
+            ("https::evil", true),
+            ("C:/repo", false),
+        ] {
+            for key in [
+                "remote \"o\"]\n\turl",
+                "remote \"o\"]\n\tpushurl",
+                "branch \"main\"]\n\tpushremote",
+            ] {
+                let after = entries(&format!("[core]\n\tbare = false\n[{key} = {value}\n"));
+                assert_eq!(
+                    !new_unusual(&before, &after).is_empty(),
+                    unusual,
+                    "{key} = {value}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn lines_git_would_read_as_a_continuation_still_count() {
         // Reported although git reads the second line as part of the url:
         // the scan errs towards reporting.
-        let after = entries("[remote \"o\"]\n\turl = a \\\nfsmonitor = x\n");
+        let after = entries("[remote \"o\"]\n\turl = https://h/a \\\nfsmonitor = x\n");
         assert_eq!(new_unusual(&[], &after), ["remote.o.fsmonitor=x"]);
     }
 }

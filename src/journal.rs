@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::Identity;
+use crate::policy::{GitConfigWatch, Identity};
 
 /// What one run watches, as written before its command starts.
 #[derive(Debug, Serialize, Deserialize)]
@@ -22,6 +22,9 @@ struct Note {
     /// "Runs later" paths with their identity before the run (`None`:
     /// missing).
     watch: Vec<(PathBuf, Option<Identity>)>,
+    /// Git config files with what they set before the run.
+    #[serde(default)]
+    git_configs: Vec<GitConfigWatch>,
 }
 
 /// This process's entry in the pending directory; removed when dropped
@@ -50,7 +53,11 @@ fn process_key(pid: &str) -> Option<String> {
 /// Write this run's note before its command starts. `None` when it cannot
 /// be written (no cache directory, a path that is not UTF-8): the run's own
 /// sweep still happens, only a killed sbx would leave it undone.
-pub fn write(cache: &Path, watch: &[(PathBuf, Option<Identity>)]) -> Option<Pending> {
+pub fn write(
+    cache: &Path,
+    watch: &[(PathBuf, Option<Identity>)],
+    git_configs: &[GitConfigWatch],
+) -> Option<Pending> {
     use std::os::unix::fs::DirBuilderExt;
     let key = process_key("self")?;
     let dir = dir(cache);
@@ -61,6 +68,7 @@ pub fn write(cache: &Path, watch: &[(PathBuf, Option<Identity>)]) -> Option<Pend
         .ok()?;
     let text = serde_json::to_string(&Note {
         watch: watch.to_vec(),
+        git_configs: git_configs.to_vec(),
     })
     .ok()?;
     let path = dir.join(format!("run-{key}.json"));
@@ -68,10 +76,11 @@ pub fn write(cache: &Path, watch: &[(PathBuf, Option<Identity>)]) -> Option<Pend
     Some(Pending(path))
 }
 
-/// Sweep for every run whose sbx is gone without having swept, then drop
-/// its note. Each path is checked against the identity its run recorded, as
-/// that run would have done. False when a planted path could not be moved
-/// away.
+/// Do the checks of every run whose sbx is gone without having done them,
+/// then drop its note: each path is checked against the identity its run
+/// recorded, and each git config against what it set, as that run would
+/// have done. False when something is left for the user to review (a
+/// planted path that could not be moved away, new git settings).
 pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
     let dir = dir(cache);
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -107,6 +116,9 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
                     clean = false;
                 }
             }
+            if !crate::exec::check_git_configs(&note.git_configs, warn) {
+                clean = false;
+            }
         }
         let _ = std::fs::remove_file(&claimed);
     }
@@ -124,7 +136,7 @@ mod tests {
         let planted = tmp.path().join(".envrc");
         let watch = vec![(planted.clone(), None)];
         // This run's own note is not touched while it runs.
-        let pending = write(&cache, &watch).unwrap();
+        let pending = write(&cache, &watch, &[]).unwrap();
         std::fs::write(&planted, "evil").unwrap();
         assert!(recover(&cache, &|_| {}));
         assert!(planted.exists());
@@ -150,7 +162,7 @@ mod tests {
         let kept = tmp.path().join(".envrc");
         std::fs::write(&kept, "mine").unwrap();
         let watch = vec![(kept.clone(), Identity::of(&kept))];
-        let pending = write(&cache, &watch).unwrap();
+        let pending = write(&cache, &watch, &[]).unwrap();
         std::fs::rename(&pending.0, dir(&cache).join("run-0-1.json")).unwrap();
         std::mem::forget(pending);
         assert!(recover(&cache, &|_| {}));

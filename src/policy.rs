@@ -124,7 +124,7 @@ impl Identity {
 }
 
 /// A git config file and what it set when the policy was resolved.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub struct GitConfigWatch {
     pub path: PathBuf,
@@ -366,7 +366,8 @@ pub const CREDENTIAL_VAR_SUFFIXES: &[&str] = &[
     "_PAT",
     "_API_KEY",
     "_ACCESS_KEY",
-    "_KEY",
+    "KEY",
+    "_SESSION",
     "_CREDENTIALS",
     "_AUTH",
     "_DSN",
@@ -378,9 +379,16 @@ pub const CREDENTIAL_VAR_SUFFIXES: &[&str] = &[
     "WEBHOOK_URL",
 ];
 /// What a removed variable's name may contain (`TOKEN_`: Terraform's
-/// `TF_TOKEN_<host>`, `AWS_BEARER_TOKEN_BEDROCK`).
-pub const CREDENTIAL_VAR_PARTS: &[&str] =
-    &["SECRET", "_AUTH_", "TOKEN_", "PASSWORD", "_CREDENTIAL"];
+/// `TF_TOKEN_<host>`, `AWS_BEARER_TOKEN_BEDROCK`; `OP_SESSION_<account>`).
+pub const CREDENTIAL_VAR_PARTS: &[&str] = &[
+    "SECRET",
+    "_AUTH_",
+    "TOKEN_",
+    "PASSWORD",
+    "_CREDENTIAL",
+    "KEYFILE",
+    "OP_SESSION_",
+];
 /// Names removed as they are.
 pub const CREDENTIAL_VAR_NAMES: &[&str] = &[
     "AWS_ACCESS_KEY_ID",
@@ -400,9 +408,23 @@ const SECRET_VALUE_KEYS: &[&str] = &[
     "pwd=",
     "secret=",
     "token=",
-    "access_token=",
-    "api_key=",
+    "key=",
     "apikey=",
+    "sig=",
+    "accountkey=",
+    "sharedaccesskey=",
+    "sharedaccesssignature=",
+];
+
+/// How tokens put in a URL's user part begin (GitHub, GitLab, Slack).
+const TOKEN_PREFIXES: &[&str] = &[
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "ghu_",
+    "github_pat_",
+    "glpat-",
+    "xox",
 ];
 
 /// Whether an environment variable looks like a credential, by its name.
@@ -425,25 +447,30 @@ pub fn is_credential_env(name: &str, value: &str) -> bool {
         || value_holds_secret(value)
 }
 
-/// A password in any URL of the value, or a secret key in a query or
-/// connection string.
+/// A secret in the user part of any URL of the value, in a query or
+/// connection string parameter, or an Oracle-style `user/password@host`.
 fn value_holds_secret(value: &str) -> bool {
-    let url_password = value.match_indices("://").any(|(i, _)| {
+    let url_secret = value.match_indices("://").any(|(i, _)| {
+        // The authority ends at the path; a password may hold `;` or `,`.
         let authority = value[i + 3..]
-            .split(['/', '?', '#', ' ', ',', ';'])
+            .split(['/', '?', '#', ' '])
             .next()
             .unwrap_or("");
         authority
             .rsplit_once('@')
-            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+            .is_some_and(|(userinfo, _)| secret_userinfo(userinfo))
     });
     let lower = value.to_ascii_lowercase();
     let keyed = SECRET_VALUE_KEYS.iter().any(|key| {
         lower.match_indices(key).any(|(i, _)| {
-            // At the start of a parameter, not inside a longer name
-            // (`max_token=`), and with a value.
-            let starts =
-                i == 0 || matches!(lower.as_bytes()[i - 1], b'?' | b'&' | b';' | b' ' | b',');
+            // At the start of a parameter or of a word in its name
+            // (`client_secret=`, `refresh_token=`, `api-key=`), not inside a
+            // longer word (`monkey=`), and with a value.
+            let starts = i == 0
+                || matches!(
+                    lower.as_bytes()[i - 1],
+                    b'?' | b'&' | b';' | b' ' | b',' | b'_' | b'-'
+                );
             let has_value = lower[i + key.len()..]
                 .chars()
                 .next()
@@ -451,7 +478,38 @@ fn value_holds_secret(value: &str) -> bool {
             starts && has_value
         })
     });
-    url_password || keyed
+    url_secret || keyed || oracle_login(value)
+}
+
+/// A URL's user part that gives something away: `user:password`, or a
+/// token on its own (`https://ghp_...@github.com`), told from a plain user
+/// name (`git@`) by its length or its prefix.
+fn secret_userinfo(userinfo: &str) -> bool {
+    userinfo.contains(':')
+        || userinfo.len() >= 20
+        || TOKEN_PREFIXES.iter().any(|p| userinfo.starts_with(p))
+}
+
+/// `user/password@host` (Oracle's connect strings), without a scheme.
+fn oracle_login(value: &str) -> bool {
+    let Some((login, host)) = value.split_once('@') else {
+        return false;
+    };
+    let Some((user, password)) = login.split_once('/') else {
+        return false;
+    };
+    !value.contains("://")
+        && !host.is_empty()
+        && !password.is_empty()
+        && !password.contains('/')
+        && user
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && user
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '$' | '#'))
+        && !value.contains(char::is_whitespace)
 }
 
 /// Whether a git config value given in the environment is an
@@ -1631,7 +1689,7 @@ fn plan_env(host: &Host, mode: EnvMode, passthrough: &[String], shell: &Path) ->
     // is a credential: a gap in the numbering makes git refuse to run.
     let git_config_secret = host.env.iter().any(|(k, v)| {
         k.to_str()
-            .is_some_and(|k| k.starts_with("GIT_CONFIG_VALUE_"))
+            .is_some_and(|k| k.starts_with("GIT_CONFIG_VALUE_") || k.starts_with("GIT_CONFIG_KEY_"))
             && v.to_str().is_some_and(git_config_value_is_secret)
     });
     let is_git_config = |k: &str| {
@@ -1647,7 +1705,9 @@ fn plan_env(host: &Host, mode: EnvMode, passthrough: &[String], shell: &Path) ->
         if k == "SBX_SANDBOX" || (k == "SHELL" && shell_is_sbx) {
             continue;
         }
-        let secret = is_credential_env(k, v) || (git_config_secret && is_git_config(k));
+        let secret = is_credential_env(k, v)
+            || (git_config_secret && is_git_config(k))
+            || (k == "GIT_CONFIG_PARAMETERS" && git_config_value_is_secret(v));
         if secret && !passed {
             if !plan.clear {
                 plan.unset.push(k.to_string());
@@ -1851,6 +1911,32 @@ mod tests {
             ),
             ("VSS_NUGET_EXTERNAL_FEED_ENDPOINTS", "{}"),
             ("SOME_URL", "https://api.example/x?access_token=abc"),
+            // Found by the eighth review.
+            (
+                "AZURE_STORAGE",
+                "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc==;",
+            ),
+            (
+                "SB",
+                "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=abc=",
+            ),
+            (
+                "BLOB_URL",
+                "https://a.blob.core.windows.net/c?sv=1&sig=abc%3D",
+            ),
+            ("GITLAB_URL", "https://gitlab.example/api?private_token=abc"),
+            ("OAUTH", "client_id=x&client_secret=abc"),
+            ("REFRESH", "grant_type=refresh_token&refresh_token=abc"),
+            (
+                "REPO_URL",
+                "https://ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/o/r",
+            ),
+            ("DB", "postgres://u:pa;ss@db/x"),
+            ("ORACLE_CONN", "scott/tiger@db.example:1521/orcl"),
+            ("BW_SESSION", "abc"),
+            ("OP_SESSION_my", "abc"),
+            ("ORG_GRADLE_PROJECT_signingKey", "abc"),
+            ("GOOGLE_CLOUD_KEYFILE_JSON", "{}"),
         ] {
             assert!(is_credential_env(k, v), "{k}={v}");
         }
@@ -1859,7 +1945,11 @@ mod tests {
             ("BUNDLE_PATH", "vendor/bundle"),
             ("BUNDLE_GEMFILE", "/x/Gemfile"),
             ("GOPROXY", "https://proxy.golang.org,direct"),
-            ("SEARCH_URL", "https://example.com/?q=max_token=5"),
+            ("REPO_URL", "ssh://git@github.com/o/r.git"),
+            ("HOMEPAGE", "https://example.com/?email=me@example.com"),
+            ("NODE_PATH", "/usr/lib/node_modules"),
+            ("KEYMAP", "us"),
+            ("XDG_SESSION_TYPE", "tty"),
             ("LESS", "-R"),
             // A bare `password=` with nothing after it gives nothing away.
             ("SQL", "select password= from t"),
@@ -1900,6 +1990,24 @@ mod tests {
             Path::new("/bin/sh"),
         );
         assert!(plan.unset.is_empty(), "{plan:?}");
+        // A token in a key (`url.<base>.insteadOf`), and the single-variable
+        // form git also reads.
+        let vars = [
+            ("GIT_CONFIG_COUNT", "1"),
+            (
+                "GIT_CONFIG_KEY_0",
+                "url.https://ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/.insteadOf",
+            ),
+            ("GIT_CONFIG_VALUE_0", "https://github.com/"),
+            (
+                "GIT_CONFIG_PARAMETERS",
+                "'http.extraheader'='AUTHORIZATION: basic abc'",
+            ),
+        ];
+        let plan = plan_env(&host(&vars), EnvMode::Inherit, &[], Path::new("/bin/sh"));
+        for (k, _) in vars {
+            assert!(plan.unset.contains(&k.to_string()), "{k}: {plan:?}");
+        }
     }
 
     #[test]

@@ -559,6 +559,22 @@ fn disabled_runs_the_command_as_is_and_is_quiet_off_a_terminal() {
     );
 }
 
+/// `--require` asks for a sandbox or nothing: with the sandbox disabled in
+/// a trusted config, nothing (eighth review: it ran unsandboxed, silently).
+#[test]
+fn disabled_with_require_refuses() {
+    let world = World::new();
+    world.user_config("[sandbox]\nenabled = false\n");
+    let out = run_sh(&world, &["--require"], WRITE_HOME_EXIT_7);
+    assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+    assert!(!marker(&world).exists(), "the command ran: {}", both(&out));
+    assert!(stderr(&out).contains("enabled = false"), "{}", both(&out));
+    world.user_config("[sandbox]\nenabled = false\nrequire = true\n");
+    let out = run_sh(&world, &[], WRITE_HOME_EXIT_7);
+    assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+    assert!(!marker(&world).exists(), "the command ran: {}", both(&out));
+}
+
 #[test]
 fn disabled_with_banner_always_says_so_once() {
     let world = World::new();

@@ -1462,6 +1462,22 @@ fn sbx_cache_and_host_edits_of_protected_dirs_are_not_swept() {
 #[test]
 fn git_config_rewritten_on_the_host_during_a_run_is_checked() {
     require_sandbox!();
+    config_appended_during_a_host_rewrite(
+        r"[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n",
+        "core.fsmonitor=touch PWNED-FSMONITOR",
+    );
+    // An everyday key pointing at a repository the command made: pushing
+    // to it runs that repository's hooks on the host (eighth review).
+    config_appended_during_a_host_rewrite(
+        r#"[remote "origin"]\n\tpushurl = ./.cache-evil.git\n"#,
+        "remote.origin.pushurl=./.cache-evil.git",
+    );
+}
+
+/// The command keeps appending `printf` text `line` to `.git/config` while
+/// the user's git rewrites it on the host; sbx must exit 125 naming
+/// `reported`, and not the user's own change.
+fn config_appended_during_a_host_rewrite(line: &str, reported: &str) {
     let world = World::new();
     world.git_repo();
     let config = world.project.join(".git/config");
@@ -1469,11 +1485,13 @@ fn git_config_rewritten_on_the_host_during_a_run_is_checked() {
     sh_in(
         &mut cmd,
         &[],
-        r#"echo up > up; i=0
+        &format!(
+            "echo up > up; i=0
 while [ $i -lt 300 ]; do
-  if printf '[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n' >> .git/config 2>/dev/null; then echo APPENDED; break; fi
+  if printf '{line}' >> .git/config 2>/dev/null; then echo APPENDED; break; fi
   sleep 0.02; i=$((i+1))
-done"#,
+done"
+        ),
         &[],
     );
     let child = cmd
@@ -1494,17 +1512,21 @@ done"#,
     let out = child.wait_with_output().unwrap();
     show("git config detach", &out);
     let text = std::fs::read_to_string(&config).unwrap();
+    // The key's own name (fsmonitor, pushurl) is in the file.
+    let name = reported
+        .split('=')
+        .next()
+        .unwrap()
+        .rsplit('.')
+        .next()
+        .unwrap();
     assert!(
-        stdout(&out).contains("APPENDED") && text.contains("fsmonitor"),
+        stdout(&out).contains("APPENDED") && text.contains(name),
         "the scenario did not happen (the write never got through): {}",
         both(&out)
     );
     assert_eq!(out.status.code(), Some(125), "{}", both(&out));
-    assert!(
-        stderr(&out).contains("core.fsmonitor=touch PWNED-FSMONITOR"),
-        "{}",
-        both(&out)
-    );
+    assert!(stderr(&out).contains(reported), "{}", both(&out));
     // The user's own change is not reported.
     assert!(!stderr(&out).contains("user.name"), "{}", both(&out));
 }
@@ -1667,4 +1689,60 @@ fn a_stopped_terminal_does_not_stall_the_sweep() {
             "{planted} not moved aside"
         );
     }
+}
+
+/// The git config check was not in the killed run's note: a config the
+/// host's git rewrote, which the command then extended, went unreported
+/// when sbx was killed after the command had done it (eighth review).
+#[test]
+fn a_killed_sbx_leaves_its_git_config_check_to_the_next_run() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let mut cmd = world.sbx_std();
+    sh_in(
+        &mut cmd,
+        &[],
+        r#"echo up > up; i=0
+while [ $i -lt 300 ]; do
+  if printf '[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n' >> .git/config 2>/dev/null; then echo done > appended; break; fi
+  sleep 0.02; i=$((i+1))
+done
+sleep 30"#,
+        &[],
+    );
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !world.project.join("up").exists() {
+        assert!(
+            start.elapsed() < util::DEADLINE,
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    util::git(&world.project, &["config", "user.name", "host-user"]);
+    while !world.project.join("appended").exists() {
+        assert!(
+            start.elapsed() < util::DEADLINE,
+            "the scenario did not happen (the write never got through)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = run_sh(&world, "echo NEXT-RAN");
+    assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+    assert!(!stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("core.fsmonitor=touch PWNED-FSMONITOR"),
+        "{}",
+        both(&out)
+    );
 }
