@@ -146,26 +146,41 @@ fn value_of(full: &str) -> &str {
 fn names_a_network_remote(value: &str) -> bool {
     let value = value.trim().trim_matches('"');
     let lower = value.to_ascii_lowercase();
-    if [
+    // This machine over ssh reaches a repository the command prepared too
+    // (its hooks run under sshd, as the user).
+    let this_machine = |host: &str| {
+        let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+        let host = host.trim_start_matches('[');
+        host == "localhost"
+            || host.starts_with("localhost:")
+            || host.starts_with("127.")
+            || host.starts_with("::1")
+            || host.starts_with("0.0.0.0")
+    };
+    const SCHEMES: &[&str] = &[
         "https://",
         "http://",
         "ssh://",
         "git://",
         "git+ssh://",
         "ssh+git://",
-    ]
-    .iter()
-    .any(|scheme| lower.starts_with(scheme))
-    {
-        return !value.contains("::");
+    ];
+    for scheme in SCHEMES {
+        if let Some(rest) = lower.strip_prefix(scheme) {
+            let host = rest.split('/').next().unwrap_or("");
+            return !value.contains("::") && !this_machine(host);
+        }
     }
     if value.contains("::") || value.contains("://") {
         return false;
     }
     // scp-like: a host (no slash before the colon) and a path.
-    if let Some((host, _)) = value.split_once(':') {
-        let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
-        return !host.is_empty() && !host.contains('/') && !host.starts_with('.');
+    if let Some((host, _)) = lower.split_once(':') {
+        let bare = host.rsplit_once('@').map_or(host, |(_, h)| h);
+        return !bare.is_empty()
+            && !bare.contains('/')
+            && !bare.starts_with('.')
+            && !this_machine(host);
     }
     // A remote's name: one plain word.
     !value.is_empty()
@@ -228,6 +243,10 @@ mod tests {
             ("fd::3", true),
             ("https::evil", true),
             ("C:/repo", false),
+            ("ssh://localhost/home/u/evil.git", true),
+            ("localhost:/home/u/evil.git", true),
+            ("u@127.0.0.1:evil.git", true),
+            ("ssh://[::1]/evil.git", true),
         ] {
             for key in [
                 "remote \"o\"]\n\turl",
