@@ -185,13 +185,14 @@ fn run_with(
     let host = gather_host(Platform::host(), env, self_exe)?;
     // Before this run's policy sees the project: what an earlier run's
     // command left behind, if that sbx died before checking it.
+    let inside = already_sandboxed();
     #[cfg(target_os = "linux")]
-    if let Some(cache) = host.cache_dir.as_deref().filter(|_| !already_sandboxed()) {
+    if let Some(cache) = host.cache_dir.as_deref().filter(|_| !inside) {
         if !crate::journal::recover(cache, &|text: &str| banner::warn(style, text)) {
             bail!("an earlier sbx run was killed before its checks, and they found what is named above; review it, then run the command again");
         }
     }
-    if already_sandboxed() {
+    if inside {
         // Nothing can be added from inside: namespaces cannot be created here,
         // and leaving is impossible by construction.
         if flags.unsandboxed {
@@ -296,12 +297,11 @@ fn start_proxy(
     log: bool,
 ) -> Result<RunningProxy> {
     let token = crate::proxy::random_token().context("making the proxy credential")?;
-    let config = crate::proxy::Config::new(rules.to_vec(), token.clone(), move |line: &str| {
+    let mut config = crate::proxy::Config::new(rules.to_vec(), token.clone(), move |line: &str| {
         if log {
             eprintln!("sbx: {}", banner::sanitize(line));
         }
     });
-    let mut config = config;
     if let Ok((soft, _)) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
     {
