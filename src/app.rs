@@ -209,6 +209,7 @@ fn run_with(
     }
     let path_var = host.var("PATH").cloned();
     crate::exec::check_command(&policy.command, path_var.as_deref(), &host.cwd)?;
+    create_tool_caches(&policy)?;
 
     if flags.unsandboxed {
         confirm_unsandboxed(&policy)?;
@@ -718,7 +719,21 @@ fn check(
 ) -> Result<ExitCode> {
     let host = gather_host(Platform::host(), env, self_exe)?;
     let policy = policy::resolve(&host, flags, Vec::new())?;
+    create_tool_caches(&policy)?;
     crate::check::run(&policy, &host, format)
+}
+
+/// Make sbx's per-project tool caches (writable roots of the policy) exist.
+fn create_tool_caches(policy: &Policy) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    for dir in &policy.tool_caches {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the tool cache {}", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// Collect the host facts resolution needs.

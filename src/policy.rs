@@ -183,6 +183,9 @@ pub struct Policy {
     /// Seatbelt's rules follow the path, whatever is there).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub git_configs: Vec<GitConfigWatch>,
+    /// sbx's per-project caches for tools whose own is not writable (the
+    /// variable pointed at each is in `env`); created before a run.
+    pub tool_caches: Vec<PathBuf>,
     /// Credential paths whose reads are denied.
     pub credentials: Vec<Credential>,
     /// `.env` files found in the project (real paths).
@@ -256,6 +259,29 @@ pub const CREDENTIALS: &[&str] = &[
     ".config/git/credentials",
     ".pgpass",
 ];
+
+/// Tools that fail without a writable cache: the variable that moves it,
+/// the name of sbx's per-project replacement, and where the tool keeps it by
+/// default, relative to home (on Linux and on macOS).
+const TOOL_CACHES: &[(&str, &str, &[&str])] = &[
+    ("npm_config_cache", "npm", &[".npm"]),
+    (
+        "GOCACHE",
+        "go-build",
+        &[".cache/go-build", "Library/Caches/go-build"],
+    ),
+    ("UV_CACHE_DIR", "uv", &[".cache/uv"]),
+];
+
+/// A short stable name for a project directory (FNV-1a of its path).
+fn project_key(project: &Path) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in project.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
 
 /// Coding agents' own tokens, each with the agent's state directory. A
 /// command the agent runs never needs them, so they are hidden like any
@@ -1217,6 +1243,36 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         }
         writable = roots;
     }
+    // Caches some tools cannot work without writing (npm, go's build cache,
+    // uv): when theirs in the home directory is not writable, they get one of
+    // sbx's, kept per project so that what one project's command puts in it
+    // reaches no other project's builds.
+    let mut tool_caches: Vec<(String, PathBuf)> = Vec::new();
+    if s.filesystem == FsSetting::Restricted {
+        let base = host
+            .cache_dir
+            .as_ref()
+            .and_then(|c| real(c).map(&alias))
+            .map(|c| c.join("projects").join(project_key(&project)));
+        for (var, name, defaults) in TOOL_CACHES {
+            let Some(base) = &base else { break };
+            let writable_now = defaults.iter().any(|rel| {
+                let default = real(&home.join(rel))
+                    .map(&alias)
+                    .unwrap_or_else(|| alias(home_real.join(rel)));
+                writable.iter().any(|w| default.starts_with(w))
+            });
+            if writable_now || host.var(var).is_some() {
+                continue;
+            }
+            let dir = base.join(name);
+            if !writable.iter().any(|w| dir.starts_with(w)) {
+                writable.push(dir.clone());
+            }
+            tool_caches.push((var.to_string(), dir));
+        }
+        writable.sort_by_key(|p| p.components().count());
+    }
     let in_writable = |p: &Path| writable.iter().find(|w| p.starts_with(w)).cloned();
 
     // Credentials: the built-in list plus deny_read, at written and real path.
@@ -1572,7 +1628,11 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         None if Path::new("/bin/bash").exists() => PathBuf::from("/bin/bash"),
         None => PathBuf::from("/bin/sh"),
     };
-    let env = plan_env(host, s.env, &s.env_passthrough, &shell);
+    let mut env = plan_env(host, s.env, &s.env_passthrough, &shell);
+    for (var, dir) in &tool_caches {
+        env.set.push((var.clone(), dir.display().to_string()));
+    }
+    env.set.sort();
 
     let system_paths = match (s.filesystem, host.platform) {
         (FsSetting::ReadOnly, Platform::Linux) => system_paths(),
@@ -1593,6 +1653,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         protected,
         pins,
         git_configs,
+        tool_caches: tool_caches.into_iter().map(|(_, dir)| dir).collect(),
         credentials,
         env_files,
         placeholder,
@@ -1816,6 +1877,7 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
         ],
         pins: vec![project.join(".git")],
         git_configs: Vec::new(),
+        tool_caches: Vec::new(),
         credentials: vec![
             cred(".ssh", Kind::Dir),
             cred(".netrc", Kind::File),

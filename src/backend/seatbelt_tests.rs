@@ -80,6 +80,7 @@ fn policy_for(home: &str, project: &str) -> Policy {
         ],
         pins: vec![project.join(".git")],
         git_configs: Vec::new(),
+        tool_caches: Vec::new(),
         credentials,
         env_files: Vec::new(),
         placeholder: PathBuf::from("/Users/t/.cache/sbx/empty"),

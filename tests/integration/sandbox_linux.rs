@@ -1489,3 +1489,72 @@ fn agent_tokens_are_readable_only_when_the_agents_directory_is_granted() {
     assert_no_secret(&none);
     assert_no_line_starting(&none, "STATE-WRITTEN");
 }
+
+/// npm, go's build cache and uv fail without a writable cache. When theirs
+/// in home is not writable, each project gets one of sbx's: writable, seen
+/// by no other project, while the user's own cache stays read-only.
+#[test]
+fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
+    require_sandbox!();
+    let world = World::new();
+    std::fs::create_dir_all(world.home.join(".npm")).unwrap();
+    let script =
+        "echo \"npm=$npm_config_cache\"; echo \"go=$GOCACHE\"; echo \"uv=$UV_CACHE_DIR\"; \
+                  touch \"$npm_config_cache/written\" && echo CACHE-WRITTEN; \
+                  touch \"$HOME/.npm/written\" && echo OWN-WRITTEN";
+    let out = run_sh(&world, script);
+    let text = stdout(&out);
+    let npm = text
+        .lines()
+        .find_map(|l| l.strip_prefix("npm="))
+        .unwrap_or_default()
+        .to_string();
+    let cache = world.home.join(".cache/sbx/projects");
+    assert!(
+        std::path::Path::new(&npm).starts_with(&cache),
+        "{}",
+        both(&out)
+    );
+    for var in ["go=", "uv="] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(var))
+            .unwrap_or_default();
+        assert!(
+            line.contains("/.cache/sbx/projects/"),
+            "{var}: {}",
+            both(&out)
+        );
+    }
+    assert_line(&out, "CACHE-WRITTEN");
+    assert!(std::path::Path::new(&npm).join("written").exists());
+    assert_no_line_starting(&out, "OWN-WRITTEN");
+    assert!(!world.home.join(".npm/written").exists());
+    // Another project: another cache.
+    let other = world.home.join("other project");
+    std::fs::create_dir_all(&other).unwrap();
+    util::git(&other, &["init", "-q"]);
+    let mut cmd = world.sbx_std();
+    cmd.current_dir(&other)
+        .args(["run", "--", "sh", "-c", "echo \"npm=$npm_config_cache\""])
+        .stdin(Stdio::null());
+    let out2 = cmd.output().unwrap();
+    let npm2 = stdout(&out2)
+        .lines()
+        .find_map(|l| l.strip_prefix("npm=").map(str::to_string))
+        .unwrap_or_default();
+    assert!(
+        std::path::Path::new(&npm2).starts_with(&cache),
+        "{}",
+        both(&out2)
+    );
+    assert_ne!(npm, npm2);
+    // With its own cache made writable, the tool keeps it.
+    let mut cmd = world.sbx_std();
+    cmd.args(["run", "--writable"])
+        .arg(world.home.join(".npm"))
+        .args(["--", "sh", "-c", "echo \"npm=${npm_config_cache:-unset}\""])
+        .stdin(Stdio::null());
+    let out3 = cmd.output().unwrap();
+    assert_line(&out3, "npm=unset");
+}
