@@ -43,7 +43,7 @@ fn dir(cache: &Path) -> PathBuf {
 
 /// `PID-STARTTIME` for a process, from `/proc/PID/stat` (the start time is
 /// field 22, after the command name in parentheses, which may hold spaces).
-fn process_key(pid: &str) -> Option<String> {
+fn process_key(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, after) = stat.rsplit_once(')')?;
     let start = after.split_whitespace().nth(19)?;
@@ -59,7 +59,7 @@ pub fn write(
     git_configs: &[GitConfigWatch],
 ) -> Option<Pending> {
     use std::os::unix::fs::DirBuilderExt;
-    let key = process_key("self")?;
+    let key = process_key(std::process::id())?;
     let dir = dir(cache);
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -86,7 +86,7 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return true;
     };
-    let mine = process_key("self").unwrap_or_default();
+    let mine = process_key(std::process::id()).unwrap_or_default();
     let mut clean = true;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -96,8 +96,8 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
         else {
             continue;
         };
-        let pid = key.split('-').next().unwrap_or("");
-        if key == mine || process_key(pid).as_deref() == Some(key) {
+        let pid = key.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if key == mine || pid.and_then(process_key).as_deref() == Some(key) {
             // This run, or one still running.
             continue;
         }
@@ -153,6 +153,33 @@ mod tests {
         std::fs::write(&planted, "the user's own, made after").unwrap();
         assert!(recover(&cache, &|_| {}));
         assert!(planted.exists());
+    }
+
+    #[test]
+    fn a_running_sbx_keeps_its_note() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("cache");
+        let planted = tmp.path().join(".envrc");
+        let pending = write(&cache, &[(planted.clone(), None)], &[]).unwrap();
+        let name = pending.0.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(
+            name,
+            format!("run-{}.json", process_key(std::process::id()).unwrap())
+        );
+        // Another process that is alive: its note stays, its paths untouched.
+        let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let key = process_key(other.id()).unwrap();
+        std::fs::rename(&pending.0, dir(&cache).join(format!("run-{key}.json"))).unwrap();
+        std::mem::forget(pending);
+        std::fs::write(&planted, "being written by that run's command").unwrap();
+        assert!(recover(&cache, &|_| {}));
+        assert!(planted.exists());
+        assert_eq!(std::fs::read_dir(dir(&cache)).unwrap().count(), 1);
+        // Once it is gone, its note is acted on.
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert!(recover(&cache, &|_| {}));
+        assert!(!planted.exists());
     }
 
     #[test]
