@@ -487,7 +487,13 @@ fn run_plan(
     };
     // Written down before the command starts, for the next run to check if
     // this sbx dies before it can (dropped once the checks below are done).
-    let pending = cache.and_then(|c| crate::journal::write(c, &watch, &policy.git_configs));
+    let pending = match cache {
+        Some(c) => Some(
+            crate::journal::write(c, &watch, &policy.git_configs)
+                .context("the run's note for the checks after it cannot be written, so the command was not run")?,
+        ),
+        None => None,
+    };
     let outcome = crate::exec::run_sandboxed(plan, &watch, &on_started, &warn);
     drop(proxy);
     match outcome? {
@@ -723,8 +729,10 @@ fn check(
     crate::check::run(&policy, &host, format)
 }
 
-/// Make sbx's per-project tool caches (writable roots of the policy) exist.
+/// Make sbx's per-project tool caches (writable roots of the policy) exist,
+/// in a directory that records whose they are.
 fn create_tool_caches(policy: &Policy) -> Result<()> {
+    use std::io::Write;
     use std::os::unix::fs::DirBuilderExt;
     for dir in &policy.tool_caches {
         std::fs::DirBuilder::new()
@@ -732,6 +740,32 @@ fn create_tool_caches(policy: &Policy) -> Result<()> {
             .mode(0o700)
             .create(dir)
             .with_context(|| format!("creating the tool cache {}", dir.display()))?;
+        let Some(owner) = dir.parent().map(|p| p.join(policy::TOOL_CACHE_OWNER)) else {
+            continue;
+        };
+        let project = policy.project.as_os_str().as_encoded_bytes();
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&owner)
+        {
+            Ok(mut f) => f
+                .write_all(project)
+                .with_context(|| format!("writing {}", owner.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let recorded = std::fs::read(&owner)
+                    .with_context(|| format!("reading {}", owner.display()))?;
+                if recorded != project {
+                    bail!(
+                        "{} belongs to another project; the command was not run (run it again)",
+                        owner.display()
+                    );
+                }
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("creating {}", owner.display()));
+            }
+        }
     }
     Ok(())
 }

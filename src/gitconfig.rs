@@ -106,27 +106,39 @@ pub fn entries(text: &str) -> Vec<Entry> {
     out
 }
 
-/// Everyday keys whose value names where git fetches from or pushes to: a
-/// local repository there runs its own hooks when pushed to, and a
-/// `transport::` URL runs a `git-remote-transport` helper. New values of
-/// these count as everyday only when they name a remote by name or a
-/// network URL.
-const WHERE_KEYS: &[&str] = &[
-    "remote.url",
-    "remote.pushurl",
-    "branch.remote",
-    "branch.pushremote",
-    "submodule.url",
-];
+/// Everyday keys whose value is a URL of where git fetches from or pushes
+/// to: a local repository there runs its own hooks when pushed to, and a
+/// `transport::` URL runs a `git-remote-transport` helper. New values count
+/// as everyday only when they reach another machine.
+const URL_KEYS: &[&str] = &["remote.url", "remote.pushurl", "submodule.url"];
+
+/// Everyday keys whose value names a remote (or, for git, a URL or a path
+/// when no remote has that name). New values count as everyday only when a
+/// remote of that name is configured.
+const REMOTE_KEYS: &[&str] = &["branch.remote", "branch.pushremote"];
 
 /// Settings in `after` that were not in `before` and that git's everyday
 /// commands do not write: `section[.subsection].name=value` each.
 pub fn new_unusual(before: &[Entry], after: &[Entry]) -> Vec<String> {
+    let remotes: Vec<&str> = after
+        .iter()
+        .filter(|e| e.key == "remote.url")
+        .filter_map(|e| e.full.strip_prefix("remote."))
+        .filter_map(|rest| rest.rsplit_once(".url=").map(|(name, _)| name))
+        .collect();
     let mut out: Vec<String> = Vec::new();
     for e in after {
         let known = before.iter().any(|b| b.full == e.full);
-        let everyday = EVERYDAY_KEYS.contains(&e.key.as_str())
-            && (!WHERE_KEYS.contains(&e.key.as_str()) || names_a_network_remote(value_of(&e.full)));
+        let key = e.key.as_str();
+        let value = value_of(&e.full).trim().trim_matches('"');
+        let everyday = EVERYDAY_KEYS.contains(&key)
+            && if URL_KEYS.contains(&key) {
+                reaches_another_machine(value)
+            } else if REMOTE_KEYS.contains(&key) {
+                remotes.contains(&value)
+            } else {
+                true
+            };
         if !known && !everyday && !out.contains(&e.full) {
             out.push(e.full.clone());
         }
@@ -139,24 +151,17 @@ fn value_of(full: &str) -> &str {
     full.split_once('=').map_or("", |(_, v)| v)
 }
 
-/// A remote's name (`origin`), or a URL that reaches another machine:
-/// `https://`, `http://`, `ssh://`, `git://`, or scp-like `[user@]host:path`.
-/// Anything else (a path, `file://`, `transport::address`) may be a
-/// repository or a helper the sandboxed command prepared.
-fn names_a_network_remote(value: &str) -> bool {
-    let value = value.trim().trim_matches('"');
+/// A URL that reaches another machine: `https://`, `http://`, `ssh://`,
+/// `git://` or scp-like `[user@]host:path`, with a host name or address
+/// that is not this machine. Anything else (a path, even a plain word, which
+/// git reads as a relative path; `file://`; `transport::address`; this
+/// machine over ssh, where a repository the command prepared is as close as
+/// a path) may be a repository or a helper the sandboxed command prepared.
+fn reaches_another_machine(value: &str) -> bool {
     let lower = value.to_ascii_lowercase();
-    // This machine over ssh reaches a repository the command prepared too
-    // (its hooks run under sshd, as the user).
-    let this_machine = |host: &str| {
-        let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
-        let host = host.trim_start_matches('[');
-        host == "localhost"
-            || host.starts_with("localhost:")
-            || host.starts_with("127.")
-            || host.starts_with("::1")
-            || host.starts_with("0.0.0.0")
-    };
+    if lower.contains("::") {
+        return false;
+    }
     const SCHEMES: &[&str] = &[
         "https://",
         "http://",
@@ -165,29 +170,46 @@ fn names_a_network_remote(value: &str) -> bool {
         "git+ssh://",
         "ssh+git://",
     ];
-    for scheme in SCHEMES {
-        if let Some(rest) = lower.strip_prefix(scheme) {
-            let host = rest.split('/').next().unwrap_or("");
-            return !value.contains("::") && !this_machine(host);
-        }
-    }
-    if value.contains("::") || value.contains("://") {
+    let host = if let Some(rest) = SCHEMES.iter().find_map(|s| lower.strip_prefix(s)) {
+        let authority = rest.split('/').next().unwrap_or("");
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        // A port may follow.
+        host.split(':').next().unwrap_or("")
+    } else if lower.contains("://") {
         return false;
-    }
-    // scp-like: a host (no slash before the colon) and a path.
-    if let Some((host, _)) = lower.split_once(':') {
-        let bare = host.rsplit_once('@').map_or(host, |(_, h)| h);
-        return !bare.is_empty()
-            && !bare.contains('/')
-            && !bare.starts_with('.')
-            && !this_machine(host);
-    }
-    // A remote's name: one plain word.
-    !value.is_empty()
-        && value
+    } else {
+        // scp-like: a host (no slash before the colon) and a path.
+        let Some((host, _)) = lower.split_once(':') else {
+            return false;
+        };
+        host.rsplit_once('@').map_or(host, |(_, h)| h)
+    };
+    let is_name = !host.is_empty()
+        && host
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && !value.starts_with('.')
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        && !host.starts_with(['.', '-']);
+    is_name && !is_this_machine(host)
+}
+
+/// Whether a host name or IPv4 address names this machine.
+fn is_this_machine(host: &str) -> bool {
+    let host = host.trim_end_matches('.');
+    if host == "localhost" || host.ends_with(".localhost") {
+        return true;
+    }
+    // 127/8, 0.0.0.0 and the short forms (`0`, `127.1`) ssh also accepts.
+    if host.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        let first = host.split('.').next().unwrap_or("");
+        return first == "127" || first.trim_start_matches('0').is_empty();
+    }
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .is_some_and(|me| {
+            let me = me.to_ascii_lowercase();
+            host == me || me.split('.').next() == Some(host)
+        })
 }
 
 #[cfg(test)]
@@ -213,7 +235,7 @@ mod tests {
     fn new_settings_that_run_things_are_told_from_everyday_ones() {
         let before = entries("[core]\n\tbare = false\n");
         let after = entries(
-            "[core]\n\tbare = false\n\tfsmonitor = touch /tmp/x\n[remote \"o\"]\n\turl = u\n\tfetch = +refs/*\n[branch \"main\"]\n\tremote = o\n[diff \"x\"]\n\ttextconv = evil\n",
+            "[core]\n\tbare = false\n\tfsmonitor = touch /tmp/x\n[remote \"o\"]\n\turl = https://h/r\n\tfetch = +refs/*\n[branch \"main\"]\n\tremote = o\n[diff \"x\"]\n\ttextconv = evil\n",
         );
         assert_eq!(
             new_unusual(&before, &after),
@@ -233,7 +255,7 @@ mod tests {
             ("https://github.com/o/r.git", false),
             ("git@github.com:o/r.git", false),
             ("ssh://git@host/r", false),
-            ("origin", false),
+            ("origin", true),
             ("/home/u/proj/.cache-evil.git", true),
             ("./.cache-evil.git", true),
             ("../elsewhere", true),
@@ -247,12 +269,14 @@ mod tests {
             ("localhost:/home/u/evil.git", true),
             ("u@127.0.0.1:evil.git", true),
             ("ssh://[::1]/evil.git", true),
+            // Found by the ninth review: a plain word is a relative path.
+            ("evil.git", true),
+            ("0:repo", true),
+            ("127.1:repo", true),
+            ("[::ffff:127.0.0.1]:x", true),
+            ("ssh://git@github.com:22/o/r", false),
         ] {
-            for key in [
-                "remote \"o\"]\n\turl",
-                "remote \"o\"]\n\tpushurl",
-                "branch \"main\"]\n\tpushremote",
-            ] {
+            for key in ["remote \"o\"]\n\turl", "remote \"o\"]\n\tpushurl"] {
                 let after = entries(&format!("[core]\n\tbare = false\n[{key} = {value}\n"));
                 assert_eq!(
                     !new_unusual(&before, &after).is_empty(),
@@ -261,6 +285,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_branch_follows_only_a_configured_remote() {
+        let before = entries("[remote \"origin\"]\n\turl = https://h/r\n");
+        let after = |branch: &str| {
+            entries(&format!(
+                "[remote \"origin\"]\n\turl = https://h/r\n[branch \"main\"]\n\tremote = {branch}\n\tpushremote = {branch}\n"
+            ))
+        };
+        assert!(new_unusual(&before, &after("origin")).is_empty());
+        // git reads a name that is no remote as a path or a URL.
+        assert_eq!(new_unusual(&before, &after("evil.git")).len(), 2);
+        assert_eq!(new_unusual(&before, &after("../x")).len(), 2);
+        // A remote added at the same time counts (git remote add; push -u).
+        let added = entries(
+            "[remote \"origin\"]\n\turl = https://h/r\n[remote \"up\"]\n\turl = git@h:r\n[branch \"main\"]\n\tremote = up\n",
+        );
+        assert!(new_unusual(&before, &added).is_empty());
     }
 
     #[test]

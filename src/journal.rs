@@ -16,15 +16,24 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::{GitConfigWatch, Identity};
 
-/// What one run watches, as written before its command starts.
+/// What one run watches, as written before its command starts. Paths are
+/// stored as the hex of their bytes: any path can be written down.
 #[derive(Debug, Serialize, Deserialize)]
 struct Note {
     /// "Runs later" paths with their identity before the run (`None`:
     /// missing).
-    watch: Vec<(PathBuf, Option<Identity>)>,
+    watch: Vec<Watched>,
     /// Git config files with what they set before the run.
     #[serde(default)]
     git_configs: Vec<GitConfigWatch>,
+}
+
+/// One watched path and its identity before the run.
+#[derive(Debug, Serialize, Deserialize)]
+struct Watched {
+    #[serde(with = "crate::policy::hex_path")]
+    path: PathBuf,
+    before: Option<Identity>,
 }
 
 /// This process's entry in the pending directory; removed when dropped
@@ -50,30 +59,37 @@ fn process_key(pid: u32) -> Option<String> {
     Some(format!("{pid}-{start}"))
 }
 
-/// Write this run's note before its command starts. `None` when it cannot
-/// be written (no cache directory, a path that is not UTF-8): the run's own
-/// sweep still happens, only a killed sbx would leave it undone.
+/// Write this run's note before its command starts. An error when it
+/// cannot be written: the caller refuses the run rather than run it with
+/// checks that a killed sbx would leave undone.
 pub fn write(
     cache: &Path,
     watch: &[(PathBuf, Option<Identity>)],
     git_configs: &[GitConfigWatch],
-) -> Option<Pending> {
+) -> anyhow::Result<Pending> {
+    use anyhow::Context;
     use std::os::unix::fs::DirBuilderExt;
-    let key = process_key(std::process::id())?;
+    let key = process_key(std::process::id()).context("reading /proc/self/stat")?;
     let dir = dir(cache);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&dir)
-        .ok()?;
+        .with_context(|| format!("creating {}", dir.display()))?;
     let text = serde_json::to_string(&Note {
-        watch: watch.to_vec(),
+        watch: watch
+            .iter()
+            .map(|(path, before)| Watched {
+                path: path.clone(),
+                before: before.clone(),
+            })
+            .collect(),
         git_configs: git_configs.to_vec(),
     })
-    .ok()?;
+    .context("writing down what the run watches")?;
     let path = dir.join(format!("run-{key}.json"));
-    std::fs::write(&path, text).ok()?;
-    Some(Pending(path))
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(Pending(path))
 }
 
 /// Do the checks of every run whose sbx is gone without having done them,
@@ -111,8 +127,8 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
             .and_then(|t| serde_json::from_str::<Note>(&t).ok());
         if let Some(note) = note {
             warn("an earlier sbx run ended before it could check what its command left behind; checking now");
-            for (path, before) in &note.watch {
-                if !crate::exec::sweep(path, before.as_ref(), warn) {
+            for w in &note.watch {
+                if !crate::exec::sweep(&w.path, w.before.as_ref(), warn) {
                     clean = false;
                 }
             }
@@ -161,13 +177,21 @@ mod tests {
         let cache = tmp.path().join("cache");
         let planted = tmp.path().join(".envrc");
         let pending = write(&cache, &[(planted.clone(), None)], &[]).unwrap();
-        let name = pending.0.file_name().unwrap().to_string_lossy().into_owned();
+        let name = pending
+            .0
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert_eq!(
             name,
             format!("run-{}.json", process_key(std::process::id()).unwrap())
         );
         // Another process that is alive: its note stays, its paths untouched.
-        let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let key = process_key(other.id()).unwrap();
         std::fs::rename(&pending.0, dir(&cache).join(format!("run-{key}.json"))).unwrap();
         std::mem::forget(pending);
@@ -178,6 +202,23 @@ mod tests {
         // Once it is gone, its note is acted on.
         other.kill().unwrap();
         other.wait().unwrap();
+        assert!(recover(&cache, &|_| {}));
+        assert!(!planted.exists());
+    }
+
+    #[test]
+    fn any_path_can_be_written_down() {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("cache");
+        // Not UTF-8: a name the command chose (a submodule under .git/modules).
+        let planted = tmp
+            .path()
+            .join(std::ffi::OsStr::from_bytes(b"sub\xff\n.envrc"));
+        let pending = write(&cache, &[(planted.clone(), None)], &[]).unwrap();
+        std::fs::rename(&pending.0, dir(&cache).join("run-0-1.json")).unwrap();
+        std::mem::forget(pending);
+        std::fs::write(&planted, "evil").unwrap();
         assert!(recover(&cache, &|_| {}));
         assert!(!planted.exists());
     }

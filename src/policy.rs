@@ -89,7 +89,68 @@ pub struct Identity {
     ino: u64,
     born: Born,
     mode: u32,
+    #[serde(with = "hex_path_opt")]
     target: Option<PathBuf>,
+}
+
+/// A path written as the hex of its bytes, so that any path (not only
+/// UTF-8 ones) survives a JSON round trip.
+pub mod hex_path {
+    use std::path::{Path, PathBuf};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn encode(path: &Path) -> String {
+        path.as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    pub fn decode(text: &str) -> Option<PathBuf> {
+        if !text.len().is_multiple_of(2) {
+            return None;
+        }
+        let bytes = (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()?;
+        let text: std::ffi::OsString = std::os::unix::ffi::OsStringExt::from_vec(bytes);
+        Some(PathBuf::from(text))
+    }
+
+    pub fn serialize<S: Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&encode(path))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        let text = String::deserialize(d)?;
+        decode(&text).ok_or_else(|| serde::de::Error::custom("not a hex-encoded path"))
+    }
+}
+
+/// [`hex_path`] for an optional path.
+mod hex_path_opt {
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(path: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        match path {
+            Some(p) => s.serialize_some(&super::hex_path::encode(p)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            Some(text) => super::hex_path::decode(&text)
+                .map(Some)
+                .ok_or_else(|| serde::de::Error::custom("not a hex-encoded path")),
+            None => Ok(None),
+        }
+    }
 }
 
 /// When a file came to be, as well as the file system can tell.
@@ -127,6 +188,7 @@ impl Identity {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub struct GitConfigWatch {
+    #[serde(with = "hex_path")]
     pub path: PathBuf,
     pub identity: Option<Identity>,
     pub entries: Vec<crate::gitconfig::Entry>,
@@ -184,7 +246,8 @@ pub struct Policy {
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub git_configs: Vec<GitConfigWatch>,
     /// sbx's per-project caches for tools whose own is not writable (the
-    /// variable pointed at each is in `env`); created before a run.
+    /// variable pointed at each is in `env`), all in one directory that
+    /// records the project in [`TOOL_CACHE_OWNER`]; created before a run.
     pub tool_caches: Vec<PathBuf>,
     /// Credential paths whose reads are denied.
     pub credentials: Vec<Credential>,
@@ -281,6 +344,31 @@ fn project_key(project: &Path) -> String {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{hash:016x}")
+}
+
+/// The file in a project's tool cache directory that names its project.
+pub const TOOL_CACHE_OWNER: &str = "PROJECT";
+
+/// The directory of a project's tool caches under `projects`: named after
+/// the project's key, and checked against the project it records, so that
+/// two projects never share one, even if a command chose a path whose key
+/// collides (the key is short and not cryptographic). The first free or
+/// matching of `KEY`, `KEY-1`, `KEY-2`, ...
+fn tool_cache_base(projects: &Path, project: &Path) -> PathBuf {
+    let key = project_key(project);
+    let mut n = 0;
+    loop {
+        let dir = if n == 0 {
+            projects.join(&key)
+        } else {
+            projects.join(format!("{key}-{n}"))
+        };
+        match std::fs::read(dir.join(TOOL_CACHE_OWNER)) {
+            Ok(owner) if owner == project.as_os_str().as_encoded_bytes() => return dir,
+            Ok(_) => n += 1,
+            Err(_) => return dir,
+        }
+    }
 }
 
 /// Coding agents' own tokens, each with the agent's state directory. A
@@ -1253,7 +1341,10 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
             .cache_dir
             .as_ref()
             .and_then(|c| real(c).map(&alias))
-            .map(|c| c.join("projects").join(project_key(&project)));
+            .map(|c| tool_cache_base(&c.join("projects"), &project))
+            // Inside a writable root sbx's cache directory is read-only (it
+            // holds sbx's own state), and so would be the caches in it.
+            .filter(|b| !writable.iter().any(|w| b.starts_with(w)));
         for (var, name, defaults) in TOOL_CACHES {
             let Some(base) = &base else { break };
             let writable_now = defaults.iter().any(|rel| {
@@ -1266,9 +1357,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
                 continue;
             }
             let dir = base.join(name);
-            if !writable.iter().any(|w| dir.starts_with(w)) {
-                writable.push(dir.clone());
-            }
+            writable.push(dir.clone());
             tool_caches.push((var.to_string(), dir));
         }
         writable.sort_by_key(|p| p.components().count());
@@ -2070,6 +2159,23 @@ mod tests {
         for (k, _) in vars {
             assert!(plan.unset.contains(&k.to_string()), "{k}: {plan:?}");
         }
+    }
+
+    #[test]
+    fn tool_caches_of_two_projects_never_share_a_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let projects = tmp.path();
+        let a = Path::new("/home/t/a");
+        let base = tool_cache_base(projects, a);
+        assert_eq!(base, projects.join(project_key(a)));
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(base.join(TOOL_CACHE_OWNER), "/home/t/a").unwrap();
+        assert_eq!(tool_cache_base(projects, a), base);
+        // Another project whose key is the same (as a command could arrange
+        // with a path of its choosing) gets the next directory.
+        std::fs::write(base.join(TOOL_CACHE_OWNER), "/home/t/b").unwrap();
+        let other = tool_cache_base(projects, a);
+        assert_eq!(other, projects.join(format!("{}-1", project_key(a))));
     }
 
     #[test]

@@ -1472,6 +1472,11 @@ fn git_config_rewritten_on_the_host_during_a_run_is_checked() {
         r#"[remote "origin"]\n\tpushurl = ./.cache-evil.git\n"#,
         "remote.origin.pushurl=./.cache-evil.git",
     );
+    // A plain word is a relative path to git too (ninth review).
+    config_appended_during_a_host_rewrite(
+        r#"[remote "origin"]\n\tpushurl = evil.git\n"#,
+        "remote.origin.pushurl=evil.git",
+    );
 }
 
 /// The command keeps appending `printf` text `line` to `.git/config` while

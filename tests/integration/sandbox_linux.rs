@@ -1557,4 +1557,24 @@ fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
         .stdin(Stdio::null());
     let out3 = cmd.output().unwrap();
     assert_line(&out3, "npm=unset");
+    // The cache directory says whose it is.
+    let owner = std::path::Path::new(&npm).parent().unwrap().join("PROJECT");
+    assert_eq!(
+        std::fs::read(&owner).unwrap(),
+        world.project.as_os_str().as_encoded_bytes()
+    );
+    // sbx's cache directory inside a writable root is read-only, so its
+    // caches would be too: no redirect then.
+    let mut cmd = world.sbx_std();
+    cmd.env("XDG_CACHE_HOME", world.project.join("cache"))
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo \"npm=${npm_config_cache:-unset}\"",
+        ])
+        .stdin(Stdio::null());
+    let out4 = cmd.output().unwrap();
+    assert_line(&out4, "npm=unset");
 }
