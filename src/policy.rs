@@ -564,6 +564,11 @@ pub fn is_credential_env(name: &str, value: &str) -> bool {
 /// A secret in the user part of any URL of the value, in a query or
 /// connection string parameter, or an Oracle-style `user/password@host`.
 fn value_holds_secret(value: &str) -> bool {
+    // Most values (PATH, LANG, ...) have none of these: no search then (this
+    // runs for every variable, on every run).
+    if !value.contains(['=', '@']) {
+        return false;
+    }
     let url_secret = value.match_indices("://").any(|(i, _)| {
         // The authority ends at the path; a password may hold `;` or `,`.
         let authority = value[i + 3..]
@@ -1037,8 +1042,12 @@ fn real(p: &Path) -> Option<PathBuf> {
     REAL_MEMO.with(|memo| resolve_memo(&mut memo.borrow_mut(), p, 0))
 }
 
+/// What [`real`] found for each path, keyed by the path's bytes (hashing a
+/// `Path` walks its components, which cost more than the lookups it saves).
+type RealMemo = std::collections::HashMap<std::ffi::OsString, Option<PathBuf>>;
+
 thread_local! {
-    static REAL_MEMO: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<PathBuf>>> =
+    static REAL_MEMO: std::cell::RefCell<RealMemo> =
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
@@ -1047,15 +1056,11 @@ fn forget_real_paths() {
     REAL_MEMO.with(|memo| memo.borrow_mut().clear());
 }
 
-fn resolve_memo(
-    memo: &mut std::collections::HashMap<PathBuf, Option<PathBuf>>,
-    p: &Path,
-    depth: u32,
-) -> Option<PathBuf> {
+fn resolve_memo(memo: &mut RealMemo, p: &Path, depth: u32) -> Option<PathBuf> {
     let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
         return Some(p.to_path_buf()); // the root
     };
-    if let Some(known) = memo.get(p) {
+    if let Some(known) = memo.get(p.as_os_str()) {
         return known.clone();
     }
     let parent = resolve_memo(memo, parent, depth)?;
@@ -1080,7 +1085,7 @@ fn resolve_memo(
         },
         Ok(_) => Some(candidate),
     };
-    memo.insert(p.to_path_buf(), result.clone());
+    memo.insert(p.as_os_str().to_owned(), result.clone());
     result
 }
 
