@@ -87,9 +87,37 @@ pub fn write(
         git_configs: git_configs.to_vec(),
     })
     .context("writing down what the run watches")?;
+    // Written whole, then renamed into place: a note is never read half
+    // written.
     let path = dir.join(format!("run-{key}.json"));
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    let partial = dir.join(format!("partial-{key}"));
+    std::fs::write(&partial, text).with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(Pending(path))
+}
+
+/// The process a note's file name belongs to, and the name of the note as
+/// its run wrote it: `run-PID-START.json` is its run's; a note renamed to
+/// `claimed-PID-START-run-...` by a run that took it over is that run's.
+fn owner(name: &str) -> Option<(String, &str)> {
+    if name.starts_with("run-") && name.ends_with(".json") {
+        let key = name.strip_prefix("run-")?.strip_suffix(".json")?;
+        return Some((key.to_string(), name));
+    }
+    let rest = name.strip_prefix("claimed-")?;
+    let mut parts = rest.splitn(3, '-');
+    let (pid, start, note) = (parts.next()?, parts.next()?, parts.next()?);
+    note.starts_with("run-")
+        .then(|| (format!("{pid}-{start}"), note))
+}
+
+/// Whether the process `key` (`PID-START`) is still running.
+fn alive(key: &str) -> bool {
+    key.split('-')
+        .next()
+        .and_then(|p| p.parse::<u32>().ok())
+        .and_then(process_key)
+        .is_some_and(|k| k == key)
 }
 
 /// Do the checks of every run whose sbx is gone without having done them,
@@ -106,33 +134,46 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
     let mut clean = true;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(key) = name
-            .strip_prefix("run-")
-            .and_then(|n| n.strip_suffix(".json"))
-        else {
+        // Half written by a run killed before its command started: nothing
+        // to check.
+        if let Some(key) = name.strip_prefix("partial-") {
+            if key != mine && !alive(key) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+            continue;
+        }
+        // A run's own note, or one a run took over and died checking.
+        let Some((key, note_name)) = owner(&name) else {
             continue;
         };
-        let pid = key.split('-').next().and_then(|p| p.parse::<u32>().ok());
-        if key == mine || pid.and_then(process_key).as_deref() == Some(key) {
-            // This run, or one still running.
+        if key == mine || alive(&key) {
             continue;
         }
         // Claim it: of two runs starting at once, one renames it.
-        let claimed = dir.join(format!("claimed-{mine}-{name}"));
+        let claimed = dir.join(format!("claimed-{mine}-{note_name}"));
         if std::fs::rename(entry.path(), &claimed).is_err() {
             continue;
         }
+        warn("an earlier sbx run ended before it could check what its command left behind; checking now");
         let note = std::fs::read_to_string(&claimed)
             .ok()
             .and_then(|t| serde_json::from_str::<Note>(&t).ok());
-        if let Some(note) = note {
-            warn("an earlier sbx run ended before it could check what its command left behind; checking now");
-            for w in &note.watch {
-                if !crate::exec::sweep(&w.path, w.before.as_ref(), warn) {
+        match note {
+            Some(note) => {
+                for w in &note.watch {
+                    if !crate::exec::sweep(&w.path, w.before.as_ref(), warn) {
+                        clean = false;
+                    }
+                }
+                if !crate::exec::check_git_configs(&note.git_configs, warn) {
                     clean = false;
                 }
             }
-            if !crate::exec::check_git_configs(&note.git_configs, warn) {
+            None => {
+                warn(&format!(
+                    "its note {} cannot be read: look for \"runs later\" files its command may have left (.envrc, .vscode, .git/hooks, ...)",
+                    claimed.display()
+                ));
                 clean = false;
             }
         }
@@ -221,6 +262,33 @@ mod tests {
         std::fs::write(&planted, "evil").unwrap();
         assert!(recover(&cache, &|_| {}));
         assert!(!planted.exists());
+    }
+
+    #[test]
+    fn a_note_taken_over_by_a_run_that_died_is_checked_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("cache");
+        let planted = tmp.path().join(".envrc");
+        let pending = write(&cache, &[(planted.clone(), None)], &[]).unwrap();
+        std::fs::rename(&pending.0, dir(&cache).join("claimed-0-1-run-0-2.json")).unwrap();
+        std::mem::forget(pending);
+        std::fs::write(&planted, "evil").unwrap();
+        assert!(recover(&cache, &|_| {}));
+        assert!(!planted.exists());
+        assert_eq!(std::fs::read_dir(dir(&cache)).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn an_unreadable_note_is_reported() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("cache");
+        std::fs::create_dir_all(dir(&cache)).unwrap();
+        std::fs::write(dir(&cache).join("run-0-1.json"), "{\"watch\": [").unwrap();
+        let said = std::cell::RefCell::new(Vec::new());
+        assert!(!recover(&cache, &|t| said.borrow_mut().push(t.to_string())));
+        assert!(said.borrow().iter().any(|t| t.contains("cannot be read")));
+        // Said once.
+        assert!(recover(&cache, &|_| {}));
     }
 
     #[test]
