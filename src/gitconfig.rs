@@ -120,6 +120,15 @@ const REMOTE_KEYS: &[&str] = &["branch.remote", "branch.pushremote"];
 /// Settings in `after` that were not in `before` and that git's everyday
 /// commands do not write: `section[.subsection].name=value` each.
 pub fn new_unusual(before: &[Entry], after: &[Entry]) -> Vec<String> {
+    new_unusual_with(before, after, &resolves_elsewhere)
+}
+
+/// [`new_unusual`] with the name resolution given (tests never touch DNS).
+fn new_unusual_with(
+    before: &[Entry],
+    after: &[Entry],
+    elsewhere: &dyn Fn(&str) -> bool,
+) -> Vec<String> {
     let remotes: Vec<&str> = after
         .iter()
         .filter(|e| e.key == "remote.url")
@@ -133,7 +142,7 @@ pub fn new_unusual(before: &[Entry], after: &[Entry]) -> Vec<String> {
         let value = value_of(&e.full).trim().trim_matches('"');
         let everyday = EVERYDAY_KEYS.contains(&key)
             && if URL_KEYS.contains(&key) {
-                reaches_another_machine(value)
+                reaches_another_machine(value, elsewhere)
             } else if REMOTE_KEYS.contains(&key) {
                 remotes.contains(&value)
             } else {
@@ -157,7 +166,7 @@ fn value_of(full: &str) -> &str {
 /// git reads as a relative path; `file://`; `transport::address`; this
 /// machine over ssh, where a repository the command prepared is as close as
 /// a path) may be a repository or a helper the sandboxed command prepared.
-fn reaches_another_machine(value: &str) -> bool {
+fn reaches_another_machine(value: &str, elsewhere: &dyn Fn(&str) -> bool) -> bool {
     let lower = value.to_ascii_lowercase();
     if lower.contains("::") {
         return false;
@@ -189,32 +198,73 @@ fn reaches_another_machine(value: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
         && !host.starts_with(['.', '-']);
-    is_name && !is_this_machine(host)
+    is_name && !is_this_machine(host, elsewhere)
 }
 
-/// Whether a host name or IPv4 address names this machine.
-fn is_this_machine(host: &str) -> bool {
+/// Whether a host name or IPv4 address may name this machine: `localhost`,
+/// its own name, or anything that resolves to a loopback or unspecified
+/// address (`127.1`, `2130706433`, `0x7f.1`, an /etc/hosts alias, a public
+/// name that points at 127.0.0.1). A name that cannot be resolved within two
+/// seconds counts as this machine too: the check runs only when a config
+/// was replaced during a run, where being wrong the other way runs code.
+fn is_this_machine(host: &str, elsewhere: &dyn Fn(&str) -> bool) -> bool {
     let host = host.trim_end_matches('.');
     if host == "localhost" || host.ends_with(".localhost") {
         return true;
     }
-    // 127/8, 0.0.0.0 and the short forms (`0`, `127.1`) ssh also accepts.
-    if host.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        let first = host.split('.').next().unwrap_or("");
-        return first == "127" || first.trim_start_matches('0').is_empty();
-    }
-    nix::unistd::gethostname()
+    let mine = nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())
         .is_some_and(|me| {
             let me = me.to_ascii_lowercase();
             host == me || me.split('.').next() == Some(host)
-        })
+        });
+    mine || !elsewhere(host)
+}
+
+/// Whether `host` resolves, within two seconds, only to addresses that are
+/// neither loopback nor unspecified.
+fn resolves_elsewhere(host: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let name = host.to_string();
+    std::thread::spawn(move || {
+        let addrs: Option<Vec<std::net::IpAddr>> = (name.as_str(), 22)
+            .to_socket_addrs()
+            .ok()
+            .map(|a| a.map(|s| s.ip()).collect());
+        let _ = tx.send(addrs);
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(2)) {
+        Ok(Some(addrs)) => {
+            !addrs.is_empty()
+                && addrs.iter().all(|ip| {
+                    let ip = match ip {
+                        std::net::IpAddr::V6(v6) => {
+                            v6.to_ipv4_mapped().map_or(*ip, std::net::IpAddr::V4)
+                        }
+                        v4 => *v4,
+                    };
+                    !ip.is_loopback() && !ip.is_unspecified()
+                })
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Name resolution for the tests: these names are elsewhere, every
+    /// other name is loopback or unknown.
+    fn fake_dns(host: &str) -> bool {
+        ["h", "github.com", "host", "corp.example"].contains(&host)
+    }
+
+    fn new_unusual(before: &[Entry], after: &[Entry]) -> Vec<String> {
+        new_unusual_with(before, after, &fake_dns)
+    }
 
     fn keys(text: &str) -> Vec<String> {
         entries(text).into_iter().map(|e| e.full).collect()
@@ -264,7 +314,12 @@ mod tests {
             ("ext::sh -c evil", true),
             ("fd::3", true),
             ("https::evil", true),
-            ("C:/repo", false),
+            // A one-letter host (as a Windows drive would read) is looked
+            // up like any other: unknown here, so unusual.
+            ("C:/repo", true),
+            // Numeric spellings of 127.0.0.1 resolve to it.
+            ("2130706433:repo", true),
+            ("0x7f.1:repo", true),
             ("ssh://localhost/home/u/evil.git", true),
             ("localhost:/home/u/evil.git", true),
             ("u@127.0.0.1:evil.git", true),
@@ -285,6 +340,16 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn loopback_in_any_spelling_is_this_machine() {
+        // Numeric forms and /etc/hosts: resolved without the network.
+        for host in ["2130706433", "0x7f.1", "127.1", "0", "localhost"] {
+            assert!(!resolves_elsewhere(host), "{host}");
+        }
+        assert!(resolves_elsewhere("192.0.2.1"));
+        assert!(!resolves_elsewhere("no-such-host.invalid"));
     }
 
     #[test]
