@@ -494,8 +494,8 @@ pub fn check_git_configs(configs: &[crate::policy::GitConfigWatch], warn: &dyn F
         if crate::policy::Identity::of(&c.path) == c.identity {
             continue;
         }
-        let after = match std::fs::read_to_string(&c.path) {
-            Ok(text) => crate::gitconfig::entries(&text),
+        let after = match std::fs::read(&c.path) {
+            Ok(content) => content,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
                 warn(&format!(
@@ -506,7 +506,21 @@ pub fn check_git_configs(configs: &[crate::policy::GitConfigWatch], warn: &dyn F
                 continue;
             }
         };
-        let new = crate::gitconfig::new_unusual(&c.entries, &after);
+        let parsed = crate::gitconfig::read(&c.before)
+            .and_then(|before| crate::gitconfig::read(&after).map(|after| (before, after)));
+        let (before, after) = match parsed {
+            Ok(both) => both,
+            Err(why) => {
+                warn(&format!(
+                    "{} was replaced during the run and git cannot read it ({}): review it before using git there",
+                    c.path.display(),
+                    banner_safe(&why)
+                ));
+                clean = false;
+                continue;
+            }
+        };
+        let new = crate::gitconfig::new_unusual(&before, &after);
         if !new.is_empty() {
             warn(&format!(
                 "{} was replaced during the run (git on the host rewrites it, which lets the sandbox write it too) and now has settings it did not have before that git may act on outside the sandbox: [{}]; review them before using git there",
@@ -701,7 +715,7 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
     // dangerous ones would always miss one: diff drivers, merge drivers,
     // upload-pack commands, includes, ...).
     let mut risky: Vec<String> = Vec::new();
-    for entry in crate::gitconfig::entries(&config) {
+    for entry in crate::gitconfig::scan(&config) {
         if !crate::gitconfig::INIT_KEYS.contains(&entry.key.as_str()) && !risky.contains(&entry.key)
         {
             risky.push(entry.key);

@@ -109,15 +109,19 @@ pub mod hex_path {
     }
 
     pub fn decode(text: &str) -> Option<PathBuf> {
+        let text: std::ffi::OsString =
+            std::os::unix::ffi::OsStringExt::from_vec(decode_bytes(text)?);
+        Some(PathBuf::from(text))
+    }
+
+    pub fn decode_bytes(text: &str) -> Option<Vec<u8>> {
         if !text.len().is_multiple_of(2) {
             return None;
         }
-        let bytes = (0..text.len())
+        (0..text.len())
             .step_by(2)
             .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-            .collect::<Option<Vec<u8>>>()?;
-        let text: std::ffi::OsString = std::os::unix::ffi::OsStringExt::from_vec(bytes);
-        Some(PathBuf::from(text))
+            .collect()
     }
 
     pub fn serialize<S: Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
@@ -191,7 +195,23 @@ pub struct GitConfigWatch {
     #[serde(with = "hex_path")]
     pub path: PathBuf,
     pub identity: Option<Identity>,
-    pub entries: Vec<crate::gitconfig::Entry>,
+    /// Its content before the run (parsed by git only if it was replaced).
+    #[serde(with = "hex_bytes")]
+    pub before: Vec<u8>,
+}
+
+/// Bytes written as hex (a config file need not be UTF-8).
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        super::hex_path::decode_bytes(&text).ok_or_else(|| serde::de::Error::custom("not hex"))
+    }
 }
 
 /// A system path made readable in `filesystem = "read-only"` mode.
@@ -1478,7 +1498,14 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
         // Submodules keep their hooks and config under .git/modules.
         let mut git_dirs = vec![git.clone()];
         if git.is_dir() {
-            for module in submodule_git_dirs(&git.join("modules")) {
+            let modules = submodule_git_dirs(&git.join("modules"));
+            if modules.len() > MAX_SUBMODULES {
+                bail!(
+                    "{}: more than {MAX_SUBMODULES} submodule git directories, whose hooks and config sbx cannot all keep read-only; the command was not run (remove those no submodule uses)",
+                    git.join("modules").display()
+                );
+            }
+            for module in modules {
                 candidates.push(module.join("hooks"));
                 candidates.push(module.join("config"));
                 candidates.push(module.join("config.worktree"));
@@ -1596,11 +1623,10 @@ pub fn resolve(host: &Host, flags: &PolicyArgs, command: Vec<OsString>) -> Resul
                         .any(|g| real(g).is_some_and(|r| alias(r) == p))
                 });
             if kind == Kind::File && is_config && in_git_dir {
-                let text = std::fs::read_to_string(&resolved).unwrap_or_default();
                 git_configs.push(GitConfigWatch {
                     path: resolved.clone(),
                     identity: entry.identity.clone(),
-                    entries: crate::gitconfig::entries(&text),
+                    before: std::fs::read(&resolved).unwrap_or_default(),
                 });
             }
             protected.push(entry);
@@ -1802,6 +1828,11 @@ fn hooks_path(config: &Path, worktree: &Path, home: &Path) -> Option<PathBuf> {
 
 /// The git directories of submodules (`.git/modules/NAME`, nested ones
 /// included): those holding a `config` file.
+/// More submodule git directories than this are refused: each takes
+/// several mounts, and bubblewrap's argument list has a limit (a command
+/// could otherwise make every later run fail at it, or crawl).
+const MAX_SUBMODULES: usize = 500;
+
 fn submodule_git_dirs(modules: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![modules.to_path_buf()];
@@ -1813,6 +1844,9 @@ fn submodule_git_dirs(modules: &Path) -> Vec<PathBuf> {
             let path = entry.path();
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
+            }
+            if out.len() > MAX_SUBMODULES {
+                break;
             }
             if path.join("config").is_file() {
                 stack.push(path.join("modules"));

@@ -1477,6 +1477,12 @@ fn git_config_rewritten_on_the_host_during_a_run_is_checked() {
         r#"[remote "origin"]\n\tpushurl = evil.git\n"#,
         "remote.origin.pushurl=evil.git",
     );
+    // git's own reading decides: an inline comment ends the value (tenth
+    // review: the line scan took the part after it for an ssh host).
+    config_appended_during_a_host_rewrite(
+        r#"[remote "origin"]\n\tpushurl = ./evil.git #@192.0.2.1:x\n"#,
+        "remote.origin.pushurl=./evil.git",
+    );
 }
 
 /// The command keeps appending `printf` text `line` to `.git/config` while
@@ -1750,4 +1756,25 @@ sleep 30"#,
         "{}",
         both(&out)
     );
+}
+
+/// Thousands of directories under `.git/modules` (made by one run) made
+/// every later run fail at bubblewrap's argument limit, or crawl (tenth
+/// review). Now a clear refusal, naming the directory.
+#[test]
+fn too_many_submodule_git_dirs_are_refused_clearly() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    for i in 0..600 {
+        let m = world.project.join(format!(".git/modules/m{i}"));
+        std::fs::create_dir_all(m.join("hooks")).unwrap();
+        std::fs::write(m.join("config"), "").unwrap();
+    }
+    let start = Instant::now();
+    let out = run_sh(&world, "echo RAN");
+    assert!(start.elapsed() < Duration::from_secs(20), "{}", both(&out));
+    assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+    assert!(!stdout(&out).contains("RAN"), "{}", both(&out));
+    assert!(stderr(&out).contains(".git/modules"), "{}", both(&out));
 }
