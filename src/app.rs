@@ -54,6 +54,10 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
             let mut host = gather_host(platform, env, self_exe)?;
             if let Some(home) = &args.home {
                 host.home = host.cwd.join(home);
+                // sbx's own files (the credential placeholder, tool caches)
+                // follow the pinned home, or the output would still name
+                // this machine's.
+                host.cache_dir = Some(host.home.join(".cache/sbx"));
             }
             let mut command = args.command;
             let mut policy = policy::resolve(&host, &args.policy, Vec::new())?;

@@ -295,6 +295,44 @@ fn profile_words(text: &str) -> Vec<String> {
     words
 }
 
+/// `--home` and `--project` pin the host facts a snapshot would otherwise
+/// take from the machine: nothing of the real home is left in the output,
+/// sbx's own files (placeholder, tool caches) included.
+#[test]
+fn profile_with_pinned_home_names_nothing_of_the_real_one() {
+    let world = World::new();
+    let project = world.root.join("pinned-project");
+    std::fs::create_dir_all(&project).unwrap();
+    crate::util::git(&project, &["init", "-q"]);
+    let pinned = world.root.join("pinned-home");
+    std::fs::create_dir_all(&pinned).unwrap();
+    for platform in ["linux", "macos"] {
+        let out = world
+            .sbx()
+            .current_dir(&project)
+            .args([
+                "profile",
+                "--platform",
+                platform,
+                "--format",
+                "json",
+                "--home",
+            ])
+            .arg(&pinned)
+            .arg("--project")
+            .arg(&project)
+            .timeout(DEADLINE)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !text.contains(world.home.to_str().unwrap()),
+            "{platform}: the real home is in the output:\n{text}"
+        );
+    }
+}
+
 #[test]
 fn profile_linux_prints_the_bwrap_command_line() {
     let world = World::new();
