@@ -146,10 +146,27 @@ fn start_relay(socket: &Path) -> Result<()> {
     crate::supervise::spawn_without_signals(move || {
         // The directory stays open (close-on-exec) as long as the relay.
         let _dir = dir;
+        let live = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         for conn in listener.incoming() {
             let Ok(tcp) = conn else { continue };
+            // As many as the proxy serves: more would only hold descriptors
+            // (PID 1's own) for connections the proxy turns away.
+            if live.load(std::sync::atomic::Ordering::SeqCst) >= crate::proxy::MAX_CONNECTIONS {
+                drop(tcp);
+                continue;
+            }
+            live.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let socket = socket.clone();
-            std::thread::spawn(move || relay(tcp, &socket));
+            let done = live.clone();
+            // A thread that cannot be made drops the connection (never a
+            // panic: this is PID 1).
+            let made = std::thread::Builder::new().spawn(move || {
+                relay(tcp, &socket);
+                done.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            });
+            if made.is_err() {
+                live.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
         }
     })
     .context("starting the proxy relay")?;
