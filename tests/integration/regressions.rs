@@ -60,6 +60,19 @@ fn show(what: &str, out: &Output) {
     }
 }
 
+/// Wait until the sandboxed command has written `up` in the project (it
+/// has started), failing the test after the deadline.
+fn wait_for_up(world: &World) {
+    let start = Instant::now();
+    while !world.project.join("up").exists() {
+        assert!(
+            start.elapsed() < util::DEADLINE,
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -1421,14 +1434,7 @@ fn sbx_cache_and_host_edits_of_protected_dirs_are_not_swept() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !world.project.join("up").exists() {
-        assert!(
-            start.elapsed() < util::DEADLINE,
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_up(&world);
     std::fs::write(world.project.join(".vscode/extensions.json"), "{}").unwrap();
     std::fs::write(world.project.join("go"), "").unwrap();
     let out = child.wait_with_output().unwrap();
@@ -1510,14 +1516,7 @@ done"
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !world.project.join("up").exists() {
-        assert!(
-            start.elapsed() < util::DEADLINE,
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_up(&world);
     // The user's everyday git on the host, meanwhile.
     util::git(&world.project, &["config", "user.name", "host-user"]);
     let out = child.wait_with_output().unwrap();
@@ -1613,14 +1612,7 @@ fn a_killed_sbx_leaves_its_sweep_to_the_next_run() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !world.project.join("up").exists() {
-        assert!(
-            start.elapsed() < util::DEADLINE,
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_up(&world);
     let _ = Command::new("kill")
         .args(["-KILL", &child.id().to_string()])
         .status();
@@ -1728,13 +1720,7 @@ sleep 30"#,
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while !world.project.join("up").exists() {
-        assert!(
-            start.elapsed() < util::DEADLINE,
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_up(&world);
     util::git(&world.project, &["config", "user.name", "host-user"]);
     while !world.project.join("appended").exists() {
         assert!(
