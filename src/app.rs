@@ -60,7 +60,7 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
                 host.cache_dir = Some(host.home.join(".cache/sbx"));
             }
             let mut command = args.command;
-            let mut policy = policy::resolve(&host, &args.policy, Vec::new())?;
+            let mut policy = policy::resolve(&host, &args.policy)?;
             if command.is_empty() {
                 command.push(policy.shell.clone().into_os_string());
             }
@@ -202,11 +202,11 @@ fn run_with(
         if flags.unsandboxed {
             bail!("--unsandboxed cannot be used inside an sbx sandbox: the command stays in the sandbox it is in");
         }
-        let mut policy = policy::resolve(&host, flags, Vec::new())?;
+        let mut policy = policy::resolve(&host, flags)?;
         policy.command = full_command(&policy, command, shell_mode);
         return crate::exec::exec_unsandboxed(&policy.command);
     }
-    let mut policy = policy::resolve(&host, flags, Vec::new())?;
+    let mut policy = policy::resolve(&host, flags)?;
     policy.command = full_command(&policy, command, shell_mode);
     for w in &policy.warnings {
         banner::warn(style, w);
@@ -728,7 +728,7 @@ fn check(
     self_exe: Option<PathBuf>,
 ) -> Result<ExitCode> {
     let host = gather_host(Platform::host(), env, self_exe)?;
-    let policy = policy::resolve(&host, flags, Vec::new())?;
+    let policy = policy::resolve(&host, flags)?;
     create_tool_caches(&policy)?;
     crate::check::run(&policy, &host, format)
 }

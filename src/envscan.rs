@@ -116,7 +116,7 @@ struct Dir {
     /// when walking).
     subdirs: Vec<Vec<u8>>,
     /// Names of the entries other than directories that start with `.env`
-    /// (any case); [`crate::policy::is_env_file_name`] is applied when
+    /// (any case); [`is_env_file_name`] is applied when
     /// resolving.
     envs: Vec<Vec<u8>>,
     /// It could not be listed (never cached: read again every time).
@@ -272,7 +272,7 @@ fn is_pruned(name: &[u8]) -> bool {
 }
 
 /// Whether a name starts with `.env` in any case: every name
-/// [`crate::policy::is_env_file_name`] accepts does.
+/// [`is_env_file_name`] accepts does.
 fn may_be_env(name: &[u8]) -> bool {
     name.get(..4)
         .is_some_and(|p| p.eq_ignore_ascii_case(b".env"))
@@ -282,7 +282,7 @@ fn may_be_env(name: &[u8]) -> bool {
 /// symlink to, a regular file (wherever the target is: the real path is what
 /// must be masked).
 fn resolve(dir: &Path, name: &[u8], out: &mut Vec<PathBuf>) -> Resolved {
-    if !crate::policy::is_env_file_name(&String::from_utf8_lossy(name)) {
+    if !is_env_file_name(&String::from_utf8_lossy(name)) {
         return Resolved::Other;
     }
     let real = match std::fs::canonicalize(dir.join(OsStr::from_bytes(name))) {
@@ -487,6 +487,15 @@ fn store(file: &Path, project: &Path, walk: i128, records: &[(Vec<u8>, Dir)]) ->
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// `.env` files kept readable: committed templates.
+pub const ENV_TEMPLATES: &[&str] = &[".env.example", ".env.sample", ".env.template"];
+
+/// Whether a file name is a `.env` file whose reads are denied.
+pub fn is_env_file_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    (lower == ".env" || lower.starts_with(".env.")) && !ENV_TEMPLATES.contains(&lower.as_str())
 }
 
 #[cfg(test)]
@@ -877,5 +886,22 @@ mod tests {
             cache_name(Path::new("/p")),
             format!("envscan-{:016x}", fnv1a(b"/p"))
         );
+    }
+
+    #[test]
+    fn env_file_names() {
+        for n in [".env", ".env.local", ".env.production", ".ENV"] {
+            assert!(is_env_file_name(n), "{n}");
+        }
+        for n in [
+            ".envrc",
+            ".env.example",
+            ".env.sample",
+            ".env.template",
+            "env",
+            ".environment",
+        ] {
+            assert!(!is_env_file_name(n), "{n}");
+        }
     }
 }

@@ -10,6 +10,7 @@ mod envscan;
 mod error;
 mod exec;
 mod generate;
+mod identity;
 // Its checks run after a bubblewrap run (Seatbelt rules follow the path, so
 // a config git replaced on the host stays protected on macOS).
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]

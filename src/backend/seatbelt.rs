@@ -246,7 +246,7 @@ const ENV_OPS: &str = "file-read* file-read-data file-read-metadata file-read-xa
 const ENV_REGEX: &str = r"/(.*/)?[.][eE][nN][vV]([.][^/]*)?$";
 
 /// The committed templates excepted from [`ENV_REGEX`] (through `require-not`:
-/// AppleMatch has no look-ahead). Same names as `policy::ENV_TEMPLATES`.
+/// AppleMatch has no look-ahead). Same names as `envscan::ENV_TEMPLATES`.
 const ENV_TEMPLATE_REGEX: &str = r"/(.*/)?[.][eE][nN][vV][.]([eE][xX][aA][mM][pP][lL][eE]|[sS][aA][mM][pP][lL][eE]|[tT][eE][mM][pP][lL][aA][tT][eE])$";
 
 /// What sbx runs to find out whether sandbox-exec applies a profile at all.

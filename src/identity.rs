@@ -1,0 +1,145 @@
+//! What tells a file apart from another that took its place, recorded when
+//! the policy is resolved and compared after the run; and the hex encodings
+//! that let any path or file content survive a JSON round trip (the per-run
+//! note).
+
+use std::path::{Path, PathBuf};
+
+/// What tells a file apart from another that took its place: device and
+/// inode (an inode number freed by a deletion is often given to the very next
+/// file created in the same directory), the birth time (set when a file is
+/// created, and never again), and the type; for a symlink, where it points.
+/// Where the file system keeps no birth time, the change time stands in: it
+/// is set at creation too, but also by any change (an entry added to a
+/// directory, a file edited in place), so there a change made outside the
+/// sandbox during the run reads as a replacement (moved aside: safe, noisy).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Identity {
+    dev: u64,
+    ino: u64,
+    born: Born,
+    mode: u32,
+    #[serde(with = "hex_path_opt")]
+    target: Option<PathBuf>,
+}
+
+/// A path written as the hex of its bytes, so that any path (not only
+/// UTF-8 ones) survives a JSON round trip.
+pub mod hex_path {
+    use std::path::{Path, PathBuf};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn encode(path: &Path) -> String {
+        path.as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    pub fn decode(text: &str) -> Option<PathBuf> {
+        let text: std::ffi::OsString =
+            std::os::unix::ffi::OsStringExt::from_vec(decode_bytes(text)?);
+        Some(PathBuf::from(text))
+    }
+
+    pub fn decode_bytes(text: &str) -> Option<Vec<u8>> {
+        if !text.len().is_multiple_of(2) {
+            return None;
+        }
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+            .collect()
+    }
+
+    pub fn serialize<S: Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&encode(path))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        let text = String::deserialize(d)?;
+        decode(&text).ok_or_else(|| serde::de::Error::custom("not a hex-encoded path"))
+    }
+}
+
+/// [`hex_path`] for an optional path.
+mod hex_path_opt {
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(path: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        match path {
+            Some(p) => s.serialize_some(&super::hex_path::encode(p)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            Some(text) => super::hex_path::decode(&text)
+                .map(Some)
+                .ok_or_else(|| serde::de::Error::custom("not a hex-encoded path")),
+            None => Ok(None),
+        }
+    }
+}
+
+/// When a file came to be, as well as the file system can tell.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+enum Born {
+    /// Birth time (seconds and nanoseconds since the epoch).
+    At(u64, u32),
+    /// No birth time here: the change time.
+    Changed(i64, i64),
+}
+
+impl Identity {
+    /// The identity of what is at `path` now (not following a final link).
+    pub fn of(path: &Path) -> Option<Identity> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(Identity {
+            dev: m.dev(),
+            ino: m.ino(),
+            born: match m.created().map(|t| t.duration_since(std::time::UNIX_EPOCH)) {
+                Ok(Ok(d)) => Born::At(d.as_secs(), d.subsec_nanos()),
+                _ => Born::Changed(m.ctime(), m.ctime_nsec()),
+            },
+            mode: m.mode() & 0o170000,
+            target: m
+                .file_type()
+                .is_symlink()
+                .then(|| std::fs::read_link(path).ok())
+                .flatten(),
+        })
+    }
+}
+
+/// A git config file and what it set when the policy was resolved.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub struct GitConfigWatch {
+    #[serde(with = "hex_path")]
+    pub path: PathBuf,
+    pub identity: Option<Identity>,
+    /// Its content before the run (parsed by git only if it was replaced).
+    #[serde(with = "hex_bytes")]
+    pub before: Vec<u8>,
+}
+
+/// Bytes written as hex (a config file need not be UTF-8).
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        super::hex_path::decode_bytes(&text).ok_or_else(|| serde::de::Error::custom("not hex"))
+    }
+}

@@ -1,0 +1,169 @@
+//! What the command may not read: the built-in credential list, agents'
+//! tokens, `deny_read`, and the project's `.env` files (with directories the
+//! scan could not list).
+
+use std::path::{Path, PathBuf};
+
+use super::lists::{AGENT_TOKENS, CREDENTIALS, CREDENTIALS_MACOS};
+use super::paths::{kind_of, real};
+use super::settings::Settings;
+use super::{Credential, Kind, Places, Platform};
+use crate::config::FsSetting;
+use crate::envscan::is_env_file_name;
+
+/// Credentials: the built-in list plus `deny_read`, at written and real path.
+pub(super) fn listed(s: &Settings, places: &Places, writable: &[PathBuf]) -> Vec<Credential> {
+    let home = &places.home;
+    let mut paths: Vec<PathBuf> = CREDENTIALS.iter().map(|c| home.join(c)).collect();
+    if places.host.platform == Platform::Macos {
+        paths.extend(CREDENTIALS_MACOS.iter().map(|c| home.join(c)));
+    }
+    paths.extend(hidden_agent_tokens(s, places, writable));
+    paths.extend(s.deny_read.iter().cloned());
+    let mut credentials = Vec::new();
+    for written in paths {
+        let r = real(&written);
+        let kind = r.as_deref().map_or(Kind::Missing, kind_of);
+        let credential = Credential {
+            written: places.alias(written),
+            real: r.map(|r| places.alias(r)),
+            kind,
+        };
+        if !credentials.contains(&credential) {
+            credentials.push(credential);
+        }
+    }
+    credentials
+}
+
+/// The agents' tokens to hide: all but those whose agent directory (or the
+/// directory in it holding the token) the user's own configuration or flags
+/// made writable (see [`AGENT_TOKENS`]).
+fn hidden_agent_tokens(s: &Settings, places: &Places, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let home = &places.home;
+    let user_roots: Vec<PathBuf> = s
+        .writable
+        .iter()
+        .filter_map(|(p, _)| places.real(p))
+        .collect();
+    let mut hidden = Vec::new();
+    for (dir, token) in AGENT_TOKENS {
+        let agent_dir = places
+            .real(&home.join(dir))
+            .unwrap_or_else(|| home.join(dir));
+        let token_path = agent_dir.join(
+            Path::new(token)
+                .strip_prefix(dir)
+                .unwrap_or(Path::new(token)),
+        );
+        let given = writable.iter().any(|w| {
+            w.starts_with(&agent_dir) && token_path.starts_with(w) && user_roots.contains(w)
+        });
+        if !given {
+            hidden.push(home.join(token));
+        }
+    }
+    hidden
+}
+
+/// The `.env` files a run masks, and the directories the scan could not list.
+pub(super) struct EnvFiles {
+    /// Real paths, sorted.
+    pub files: Vec<PathBuf>,
+    unreadable: Vec<PathBuf>,
+}
+
+impl EnvFiles {
+    /// A directory the scan could not list may hold a `.env`: it is masked
+    /// whole, like a credential directory.
+    pub fn unreadable_dirs(&self) -> impl Iterator<Item = Credential> + '_ {
+        self.unreadable.iter().map(|dir| Credential {
+            written: dir.clone(),
+            real: Some(dir.clone()),
+            kind: Kind::Dir,
+        })
+    }
+}
+
+/// `.env` files in the project. A `.env` symlink may point outside the
+/// project (`.env -> ~/secrets/app.env`): its target is masked too when it
+/// is the user's own file outside the system directories. A target owned by
+/// someone else or in /usr, /lib, /etc, ... is left alone, or the command
+/// could plant `.env -> /usr/lib/libc.so.6` and break every later sandbox;
+/// such files are readable by their own path anyway.
+/// The scan starts at the outermost repository around the project (below
+/// home): a `.git` planted in a subdirectory must not move the project root
+/// down and leave a `.env` above it unmasked.
+pub(super) fn env_files(places: &Places) -> EnvFiles {
+    if !places.host.scan_env_files {
+        return EnvFiles {
+            files: Vec::new(),
+            unreadable: Vec::new(),
+        };
+    }
+    let scan_root = super::paths::outermost_repository(&places.project, &places.home_real);
+    let (found, unreadable) =
+        crate::envscan::find_with_unreadable(&scan_root, places.host.cache_dir.as_deref());
+    let mut files: Vec<PathBuf> = found
+        .into_iter()
+        .filter(|p| p.starts_with(&scan_root) || is_users_own_file(p))
+        .collect();
+    files.extend(above(&scan_root, &places.home_real));
+    files.sort();
+    files.dedup();
+    EnvFiles { files, unreadable }
+}
+
+/// dotenv loaders also look in the directories above the project
+/// (python-dotenv's find_dotenv walks up): their `.env` files, up to and
+/// including home, are masked too. A few directory listings.
+fn above(scan_root: &Path, home_real: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for dir in scan_root.ancestors().skip(1) {
+        if dir == Path::new("/") {
+            break;
+        }
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            if name.to_str().is_some_and(is_env_file_name) {
+                if let Ok(real) = std::fs::canonicalize(entry.path()) {
+                    if real.is_file() && (real.starts_with(dir) || is_users_own_file(&real)) {
+                        found.push(real);
+                    }
+                }
+            }
+        }
+        if dir == home_real {
+            break;
+        }
+    }
+    found
+}
+
+/// The placeholder bound over credential files: in sbx's cache, unless
+/// that lies where some sandbox could write (then it could be swapped for
+/// a link to a secret between the check and the mount): /dev/null then,
+/// which hides the content just as well, only readable as empty.
+pub(super) fn placeholder(places: &Places, writable: &[PathBuf], fs: FsSetting) -> PathBuf {
+    match places.host.cache_dir.as_deref().and_then(real) {
+        Some(dir)
+            if fs == FsSetting::Restricted && !writable.iter().any(|w| dir.starts_with(w)) =>
+        {
+            dir.join("empty")
+        }
+        _ => PathBuf::from("/dev/null"),
+    }
+}
+
+/// A regular file owned by the user running sbx, outside the system
+/// directories (a `.env` symlink target worth masking).
+fn is_users_own_file(p: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    const SYSTEM: &[&str] = &[
+        "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/boot", "/nix",
+        "/proc", "/sys", "/dev", "/snap",
+    ];
+    !SYSTEM.iter().any(|s| p.starts_with(s))
+        && std::fs::metadata(p)
+            .is_ok_and(|m| m.is_file() && m.uid() == nix::unistd::geteuid().as_raw())
+}

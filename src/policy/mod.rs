@@ -1,0 +1,326 @@
+//! Resolution: command line + configuration layers + host facts → [`Policy`].
+//!
+//! This is the one place where precedence is decided (defaults, user file,
+//! `--config`/`$SBX_CONFIG`, project `.sbx.toml` which may only narrow, flags)
+//! and where paths become absolute real paths. Apart from reading files and
+//! resolving symlinks it has no side effects: nothing here creates, changes or
+//! runs anything, so `sbx profile` can call it on any host.
+//!
+//! [`resolve`] reads as the table of contents; each step lives in its own
+//! file and returns what it decided:
+//!
+//! | step | file |
+//! | --- | --- |
+//! | configuration layers and precedence | `settings.rs` |
+//! | built-in lists (data only) | `lists.rs` |
+//! | real paths, the project root, system paths | `paths.rs` |
+//! | writable roots and sbx's tool caches | `writable.rs` |
+//! | credentials and `.env` files | `credentials.rs` |
+//! | "runs later" paths, git's layout, pins | `runs_later.rs` |
+//! | the command's environment | `environment.rs` |
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::cli::PolicyArgs;
+use crate::config::{BannerMode, FsSetting, NetworkMode, Source, UnixSockets};
+use crate::netrule::HostRule;
+
+mod credentials;
+mod environment;
+#[cfg(test)]
+mod fixture;
+mod lists;
+mod paths;
+mod runs_later;
+mod settings;
+mod writable;
+
+pub use crate::identity::{hex_path, GitConfigWatch, Identity};
+#[cfg(test)]
+pub use environment::{is_credential_env, is_credential_var};
+#[cfg(test)]
+pub(crate) use fixture::test_policy;
+pub use lists::{
+    AGENT_TOKENS, CREDENTIALS, CREDENTIALS_MACOS, CREDENTIAL_VAR_NAMES, CREDENTIAL_VAR_PARTS,
+    CREDENTIAL_VAR_SUFFIXES, HOME_PROTECTED, PROJECT_PROTECTED,
+};
+pub use writable::TOOL_CACHE_OWNER;
+
+/// The platform a policy is resolved and rendered for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    Linux,
+    Macos,
+}
+
+impl Platform {
+    /// The platform sbx is running on.
+    pub fn host() -> Platform {
+        if cfg!(target_os = "macos") {
+            Platform::Macos
+        } else {
+            Platform::Linux
+        }
+    }
+}
+
+/// What a path turned out to be when the policy was resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Missing,
+}
+
+/// The network as the command will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Network {
+    Deny,
+    Allow,
+    Allowlist(Vec<HostRule>),
+}
+
+/// A credential path whose reads are denied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// The path as written (e.g. `$HOME/.ssh`), absolute.
+    pub written: PathBuf,
+    /// Its real path, when it exists.
+    pub real: Option<PathBuf>,
+    pub kind: Kind,
+}
+
+/// A "runs later" path inside a writable root: made read-only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Protected {
+    pub path: PathBuf,
+    pub kind: Kind,
+    /// Missing now; created empty before the run so it can be made read-only
+    /// (only inside `.git`, where git would create it anyway).
+    pub create: bool,
+    /// Device and inode when the policy was resolved (`None`: missing). A
+    /// path that exists after the run with another identity was created or
+    /// replaced meanwhile, and is neutralised (see `exec::run_sandboxed`).
+    pub identity: Option<Identity>,
+}
+
+/// A system path made readable in `filesystem = "read-only"` mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SystemPath {
+    Dir(PathBuf),
+    /// A symlink such as `/bin -> usr/bin` on merged-/usr systems.
+    Symlink {
+        path: PathBuf,
+        target: PathBuf,
+    },
+}
+
+/// Changes to the environment the command inherits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvPlan {
+    /// Start from an empty environment (`env = "minimal"`).
+    pub clear: bool,
+    /// Variables set (in minimal mode: every variable kept).
+    pub set: Vec<(String, String)>,
+    /// Credential variables removed (inherit mode).
+    pub unset: Vec<String>,
+}
+
+/// Everything decided about one run.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub platform: Platform,
+    pub enabled: bool,
+    pub require: bool,
+    pub allow_unsandboxed: bool,
+    pub filesystem: FsSetting,
+    /// The home directory as given (lexical).
+    pub home: PathBuf,
+    /// Real path of the project root.
+    pub project: PathBuf,
+    /// Real path of the working directory.
+    pub cwd: PathBuf,
+    /// Writable roots: real paths, shallowest first, none inside another.
+    pub writable: Vec<PathBuf>,
+    /// "Runs later" paths inside writable roots, made read-only.
+    pub protected: Vec<Protected>,
+    /// Directories between a writable root and a protected path, made mount
+    /// points of themselves so that they cannot be renamed away.
+    pub pins: Vec<PathBuf>,
+    /// Git config files that exist and are mounted read-only, with what
+    /// they set before the run. git on the host replaces such a file
+    /// whenever it writes it (a lock file renamed over it), which detaches
+    /// the read-only mount inside a running sandbox: after the run, a
+    /// replaced one is checked for settings it did not have before (Linux;
+    /// Seatbelt's rules follow the path, whatever is there).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub git_configs: Vec<GitConfigWatch>,
+    /// sbx's per-project caches for tools whose own is not writable (the
+    /// variable pointed at each is in `env`), all in one directory that
+    /// records the project in [`TOOL_CACHE_OWNER`]; created before a run.
+    pub tool_caches: Vec<PathBuf>,
+    /// Credential paths whose reads are denied.
+    pub credentials: Vec<Credential>,
+    /// `.env` files found in the project (real paths).
+    pub env_files: Vec<PathBuf>,
+    /// The empty, unreadable file bound over credential files (in sbx's
+    /// cache directory, which is read-only inside if it lies in a writable root).
+    pub placeholder: PathBuf,
+    pub network: Network,
+    pub unix_sockets: bool,
+    pub env: EnvPlan,
+    /// The inner shell for shell mode.
+    pub shell: PathBuf,
+    pub banner: BannerMode,
+    /// An explicitly configured bubblewrap.
+    pub bwrap: Option<PathBuf>,
+    /// System paths readable in read-only mode.
+    pub system_paths: Vec<SystemPath>,
+    /// The command (argv).
+    pub command: Vec<OsString>,
+    /// Warnings to print on every run (ignored widenings, skipped paths, ...).
+    pub warnings: Vec<String>,
+    /// Where each effective value came from (for `sbx check`).
+    pub origins: Vec<(&'static str, Source)>,
+}
+
+/// Facts about the host that resolution depends on.
+#[derive(Debug, Clone)]
+pub struct Host {
+    pub platform: Platform,
+    pub cwd: PathBuf,
+    pub home: PathBuf,
+    /// The environment sbx was started with.
+    pub env: Vec<(OsString, OsString)>,
+    /// Real path of the running sbx executable.
+    pub self_exe: Option<PathBuf>,
+    /// Where the `.env` discovery cache lives (outside the sandbox's reach).
+    pub cache_dir: Option<PathBuf>,
+    /// Whether to look for `.env` files in the project (not needed to render macOS).
+    pub scan_env_files: bool,
+}
+
+impl Host {
+    /// A variable of the host environment.
+    pub fn var(&self, name: &str) -> Option<&OsString> {
+        self.env.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+}
+
+/// Where one run takes place: the working directory, home and project, as
+/// every step needs them, and the spelling of paths for the platform.
+pub(crate) struct Places<'a> {
+    pub host: &'a Host,
+    /// Real path of the working directory.
+    pub cwd: PathBuf,
+    /// The home directory as given, and its real path.
+    pub home: PathBuf,
+    pub home_real: PathBuf,
+    /// Real path of the project root.
+    pub project: PathBuf,
+}
+
+impl Places<'_> {
+    fn find<'a>(host: &'a Host, flags: &PolicyArgs) -> Result<Places<'a>> {
+        let cwd = paths::real(&host.cwd).unwrap_or_else(|| host.cwd.clone());
+        let home = host.home.clone();
+        let home_real = paths::real(&home).unwrap_or_else(|| home.clone());
+        let project = match &flags.project {
+            Some(p) => paths::real(&host.cwd.join(p)).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--project {}: no such directory (give an existing directory)",
+                    p.display()
+                )
+            })?,
+            None => paths::find_project(&cwd, &home_real),
+        };
+        Ok(Places {
+            host,
+            cwd,
+            home,
+            home_real,
+            project,
+        })
+    }
+
+    /// A real path as the platform spells it (on macOS `/tmp` is
+    /// `/private/tmp`, also when rendering for macOS on another host).
+    pub fn alias(&self, p: PathBuf) -> PathBuf {
+        match self.host.platform {
+            Platform::Macos => paths::macos_real_spelling(&p),
+            Platform::Linux => p,
+        }
+    }
+
+    /// The real path of `p` as the platform spells it.
+    pub fn real(&self, p: &Path) -> Option<PathBuf> {
+        paths::real(p).map(|r| self.alias(r))
+    }
+}
+
+/// Resolve the policy for one run (the command is filled in by the caller).
+pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
+    paths::forget_real_paths();
+    let places = Places::find(host, flags)?;
+    let files = settings::ConfigFiles::find(&places, flags)?;
+    let mut s = settings::Settings::merge(&files, &places, flags)?;
+    let mut warnings = std::mem::take(&mut s.warnings);
+    let restricted = s.filesystem == FsSetting::Restricted;
+
+    let (mut writable, mut tool_caches) = (Vec::new(), Vec::new());
+    if restricted {
+        let roots = writable::roots(&s, &places, flags.project.is_some());
+        warnings.extend(roots.warnings);
+        (writable, tool_caches) = writable::with_tool_caches(roots.paths, &places);
+    }
+    let mut credentials = credentials::listed(&s, &places, &writable);
+    let mut later = runs_later::RunsLater::default();
+    if restricted {
+        later = runs_later::RunsLater::find(&files, &s, &places, &writable)?;
+    }
+    let dotenv = credentials::env_files(&places);
+    credentials.extend(dotenv.unreadable_dirs());
+    if s.filesystem != FsSetting::ReadOnly {
+        later.pin_env_files(&dotenv.files, &writable);
+    }
+    let placeholder = credentials::placeholder(&places, &writable, s.filesystem);
+    let shell = environment::shell(s.shell.as_deref());
+    let mut env = environment::plan_env(host, s.env, &s.env_passthrough, &shell);
+    env.add_tool_caches(&tool_caches);
+
+    Ok(Policy {
+        platform: host.platform,
+        enabled: s.enabled,
+        require: s.require,
+        allow_unsandboxed: s.allow_unsandboxed,
+        filesystem: s.filesystem,
+        home: places.alias(places.home.clone()),
+        project: places.alias(places.project.clone()),
+        cwd: places.alias(places.cwd.clone()),
+        writable,
+        protected: later.protected,
+        pins: later.pins,
+        git_configs: later.git_configs,
+        tool_caches: tool_caches.into_iter().map(|(_, dir)| dir).collect(),
+        credentials,
+        env_files: dotenv.files,
+        placeholder,
+        network: match s.network {
+            NetworkMode::Deny => Network::Deny,
+            NetworkMode::Allow => Network::Allow,
+            NetworkMode::Allowlist => Network::Allowlist(s.allowlist.clone()),
+        },
+        unix_sockets: s.unix_sockets == UnixSockets::Allow,
+        env,
+        shell,
+        banner: s.banner,
+        bwrap: s.bwrap,
+        system_paths: paths::readable_system_paths(s.filesystem, host),
+        command: Vec::new(),
+        warnings,
+        origins: s.origins,
+    })
+}

@@ -1,0 +1,258 @@
+//! Paths as the host has them: real paths (remembered during one
+//! resolution), the project root, and the system paths of read-only mode.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::lists::SYSTEM_PATHS;
+use super::{Host, Kind, Platform, SystemPath};
+use crate::config::FsSetting;
+
+/// The real path of `p`, or `None` when it does not exist.
+///
+/// Like `realpath`, but every directory already resolved during this
+/// resolution is remembered: the credential list, the protected paths and the
+/// writable roots share long prefixes, and resolving each from `/` cost over
+/// 250 `readlink` calls per run. A path with `.` or `..` goes to the system's
+/// `realpath` (a `..` after a symlink must climb the physical tree).
+pub(super) fn real(p: &Path) -> Option<PathBuf> {
+    let plain = p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !plain {
+        return std::fs::canonicalize(p).ok();
+    }
+    REAL_MEMO.with(|memo| resolve_memo(&mut memo.borrow_mut(), p, 0))
+}
+
+/// What [`real`] found for each path, keyed by the path's bytes (hashing a
+/// `Path` walks its components, which cost more than the lookups it saves).
+type RealMemo = std::collections::HashMap<std::ffi::OsString, Option<PathBuf>>;
+
+thread_local! {
+    static REAL_MEMO: std::cell::RefCell<RealMemo> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Forget what [`real`] remembered (at the start of each resolution).
+pub(super) fn forget_real_paths() {
+    REAL_MEMO.with(|memo| memo.borrow_mut().clear());
+}
+
+fn resolve_memo(memo: &mut RealMemo, p: &Path, depth: u32) -> Option<PathBuf> {
+    let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+        return Some(p.to_path_buf()); // the root
+    };
+    if let Some(known) = memo.get(p.as_os_str()) {
+        return known.clone();
+    }
+    let parent = resolve_memo(memo, parent, depth)?;
+    let candidate = parent.join(name);
+    let result = match std::fs::symlink_metadata(&candidate) {
+        Err(_) => None,
+        Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&candidate) {
+            // Too many links: let the system give its answer (ELOOP).
+            _ if depth > 40 => std::fs::canonicalize(&candidate).ok(),
+            Ok(target) => {
+                let joined = parent.join(target);
+                let plain = joined
+                    .components()
+                    .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+                if plain {
+                    resolve_memo(memo, &joined, depth + 1)
+                } else {
+                    std::fs::canonicalize(&joined).ok()
+                }
+            }
+            Err(_) => None,
+        },
+        Ok(_) => Some(candidate),
+    };
+    memo.insert(p.as_os_str().to_owned(), result.clone());
+    result
+}
+
+/// On macOS `/tmp`, `/var` and `/etc` are symlinks into `/private`, and Seatbelt
+/// matches real paths. When rendering for macOS on another host the host cannot
+/// resolve that, so the mapping is applied by spelling.
+pub(super) fn macos_real_spelling(p: &Path) -> PathBuf {
+    for top in ["/tmp", "/var", "/etc"] {
+        if let Ok(rest) = p.strip_prefix(top) {
+            let real = Path::new("/private").join(top.trim_start_matches('/'));
+            return if rest.as_os_str().is_empty() {
+                real
+            } else {
+                real.join(rest)
+            };
+        }
+    }
+    p.to_path_buf()
+}
+
+pub(super) fn kind_of(p: &Path) -> Kind {
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_dir() => Kind::Dir,
+        Ok(_) => Kind::File,
+        Err(_) => Kind::Missing,
+    }
+}
+
+/// The highest ancestor of `project` (itself included) that holds `.git`,
+/// below the home directory and never `/`.
+pub(super) fn outermost_repository(project: &Path, home: &Path) -> PathBuf {
+    let mut top = project.to_path_buf();
+    for dir in project.ancestors() {
+        if dir == Path::new("/") || home.starts_with(dir) {
+            break;
+        }
+        if dir.join(".git").exists() {
+            top = dir.to_path_buf();
+        }
+    }
+    top
+}
+
+/// The project root: the nearest ancestor of `cwd` holding `.git`, but never
+/// the home directory, one of its ancestors, or `/` (a dotfiles repository in
+/// `$HOME` must not make all of home writable); else `cwd` itself.
+pub(super) fn find_project(cwd: &Path, home: &Path) -> PathBuf {
+    for dir in cwd.ancestors() {
+        if dir == Path::new("/") || home.starts_with(dir) {
+            break;
+        }
+        if dir.join(".git").exists() {
+            return dir.to_path_buf();
+        }
+    }
+    cwd.to_path_buf()
+}
+
+/// What read-only mode reads besides the project: the system directories
+/// on Linux, the developer directory on macOS.
+pub(super) fn readable_system_paths(fs: FsSetting, host: &Host) -> Vec<SystemPath> {
+    match (fs, host.platform) {
+        (FsSetting::ReadOnly, Platform::Linux) => system_paths(),
+        (FsSetting::ReadOnly, Platform::Macos) => developer_dirs(host),
+        _ => Vec::new(),
+    }
+}
+
+/// The system paths readable in read-only mode, as they exist on this host.
+fn system_paths() -> Vec<SystemPath> {
+    let mut out = Vec::new();
+    for p in SYSTEM_PATHS {
+        let path = PathBuf::from(p);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(&path) {
+                    out.push(SystemPath::Symlink { path, target });
+                }
+            }
+            Ok(m) if m.is_dir() => out.push(SystemPath::Dir(path)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// macOS: the developer directory the `/usr/bin/git`, `python3` and `clang`
+/// shims run their tools from (`xcode-select`'s choice, or `$DEVELOPER_DIR`),
+/// so that they work in read-only mode: an Xcode installation is not among
+/// the system directories the profile reads.
+fn developer_dirs(host: &Host) -> Vec<SystemPath> {
+    let chosen = host
+        .var("DEVELOPER_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .or_else(|| std::fs::read_link("/private/var/db/xcode_select_link").ok());
+    chosen
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .filter(|d| d.is_dir() && d.parent().is_some())
+        .map(SystemPath::Dir)
+        .into_iter()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembered_real_paths_agree_with_realpath() {
+        let t = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(base.join("a/b/c")).unwrap();
+        std::fs::write(base.join("a/b/c/f"), "x").unwrap();
+        std::os::unix::fs::symlink("a/b", base.join("rel")).unwrap();
+        std::os::unix::fs::symlink(base.join("a"), base.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../b/c", base.join("a/b/up")).unwrap();
+        std::os::unix::fs::symlink("loop2", base.join("loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", base.join("loop2")).unwrap();
+        std::os::unix::fs::symlink("missing", base.join("dangling")).unwrap();
+        forget_real_paths();
+        for rel in [
+            "a/b/c/f",
+            "rel/c/f",
+            "abs/b/c",
+            "a/b/up/f",
+            "rel/up",
+            "loop1",
+            "dangling",
+            "nope",
+            "a/b/c/f/x",
+            "rel",
+            "abs",
+        ] {
+            let p = base.join(rel);
+            assert_eq!(real(&p), std::fs::canonicalize(&p).ok(), "{rel}");
+            // And again, from the memo.
+            assert_eq!(
+                real(&p),
+                std::fs::canonicalize(&p).ok(),
+                "{rel} (remembered)"
+            );
+        }
+    }
+
+    #[test]
+    fn macos_spelling() {
+        assert_eq!(
+            macos_real_spelling(Path::new("/tmp")).to_str(),
+            Some("/private/tmp")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/var/folders/x")),
+            PathBuf::from("/private/var/folders/x")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/private/tmp")),
+            PathBuf::from("/private/tmp")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/tmpx")),
+            PathBuf::from("/tmpx")
+        );
+        assert_eq!(
+            macos_real_spelling(Path::new("/Users/u")),
+            PathBuf::from("/Users/u")
+        );
+    }
+
+    #[test]
+    fn project_root_never_home() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        std::fs::create_dir_all(home.join(".git")).unwrap();
+        std::fs::create_dir_all(home.join("code/repo/.git")).unwrap();
+        std::fs::create_dir_all(home.join("code/repo/sub")).unwrap();
+        std::fs::create_dir_all(home.join("scratch")).unwrap();
+        assert_eq!(
+            find_project(&home.join("code/repo/sub"), &home),
+            home.join("code/repo")
+        );
+        assert_eq!(
+            find_project(&home.join("scratch"), &home),
+            home.join("scratch")
+        );
+        assert_eq!(find_project(&home, &home), home);
+    }
+}

@@ -1,0 +1,400 @@
+//! "Runs later" paths: files inside a writable root that something on the
+//! host runs or reads as instructions after the command is gone (git hooks
+//! and config, editor and agent settings, shell start-up files, sbx's own
+//! files). Each is made read-only, the directories above it are pinned so it
+//! cannot be renamed away, and its identity is recorded so that one created
+//! or replaced during the run is found afterwards.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+
+use super::lists::{HOME_PROTECTED, PROJECT_PROTECTED};
+use super::paths::{kind_of, real};
+use super::settings::{ConfigFiles, Settings};
+use super::{GitConfigWatch, Identity, Kind, Places, Protected};
+
+/// What this step decides.
+#[derive(Default)]
+pub(super) struct RunsLater {
+    /// Shallowest first.
+    pub protected: Vec<Protected>,
+    /// Directories between a writable root and a protected path or a masked
+    /// `.env`, shallowest first.
+    pub pins: Vec<PathBuf>,
+    pub git_configs: Vec<GitConfigWatch>,
+}
+
+/// The project's git directory and its submodules' git directories: a
+/// missing `hooks` or `config` directly inside one is created before the run.
+struct GitLayout {
+    git: PathBuf,
+    git_dirs: Vec<PathBuf>,
+}
+
+impl RunsLater {
+    /// The "runs later" paths of a restricted filesystem.
+    pub fn find(
+        files: &ConfigFiles,
+        s: &Settings,
+        places: &Places,
+        writable: &[PathBuf],
+    ) -> Result<RunsLater> {
+        let (mut candidates, layout) = git_candidates(places)?;
+        if let Some(p) = &files.project_path {
+            candidates.push(p.clone());
+        }
+        // Only those inside a writable root count (home itself, or for
+        // example a writable ~/.config).
+        candidates.extend(HOME_PROTECTED.iter().map(|r| places.home.join(r)));
+        candidates.push(files.user_path.clone());
+        candidates.extend(files.explicit_path.iter().cloned());
+        candidates.extend(places.host.cache_dir.iter().cloned());
+        candidates.extend(s.deny_write.iter().cloned());
+        let mut later = RunsLater::default();
+        for c in candidates {
+            later.add(&c, &layout, places, writable)?;
+        }
+        later.pins.sort_by_key(|p| p.components().count());
+        later.protected.sort_by_key(|p| p.path.components().count());
+        Ok(later)
+    }
+
+    /// Every directory between a writable root and a masked `.env` becomes a
+    /// mount point of itself: renaming one (say to `node_modules`, which the
+    /// scan prunes) would otherwise hide the file from the next scan.
+    pub fn pin_env_files(&mut self, env_files: &[PathBuf], writable: &[PathBuf]) {
+        for file in env_files {
+            if let Some(root) = writable.iter().find(|w| file.starts_with(w)) {
+                pin_parents(&mut self.pins, file, root, false);
+            }
+        }
+        self.pins.sort_by_key(|p| p.components().count());
+    }
+
+    /// Protect one candidate, if it lies inside a writable root.
+    fn add(
+        &mut self,
+        c: &Path,
+        layout: &GitLayout,
+        places: &Places,
+        writable: &[PathBuf],
+    ) -> Result<()> {
+        let in_writable = |p: &Path| writable.iter().find(|w| p.starts_with(w)).cloned();
+        // A protected path that is itself a symlink living in a writable
+        // root cannot be mounted over (a mount follows the link), and the
+        // command could replace the link whatever it points to: it is
+        // watched by the identity of the link itself and moved aside
+        // after the run if replaced.
+        if std::fs::symlink_metadata(c).is_ok_and(|m| m.file_type().is_symlink()) {
+            let Some(place) = link_place(c, places) else {
+                return Ok(());
+            };
+            if in_writable(&place).is_some() {
+                let entry = Protected {
+                    identity: Identity::of(&place),
+                    path: place,
+                    kind: Kind::Missing,
+                    create: false,
+                };
+                if !self.protected.contains(&entry) {
+                    self.protected.push(entry);
+                }
+            }
+            // And what it points to is protected like any other path
+            // (`.git/hooks -> ../githooks` keeps the hooks in the tree),
+            // except a linked `.git` itself: git must write its objects
+            // and refs there; its hooks and config are candidates of
+            // their own.
+            if c == layout.git {
+                return Ok(());
+            }
+        }
+        let resolved = resolved_place(c, places);
+        let Some(root) = in_writable(&resolved) else {
+            return Ok(());
+        };
+        if resolved == root {
+            // A path that must stay read-only cannot be a writable root
+            // (sbx's cache or config, a hooks directory, ...).
+            bail!(
+                "{} is both a writable path and one sbx keeps read-only (code that runs later, or sbx's own files): remove it from `writable`",
+                root.display()
+            );
+        }
+        let entry = protected_entry(resolved, layout);
+        if self.protected.contains(&entry) {
+            return Ok(());
+        }
+        if let Some(watch) = git_config_watch(&entry, layout, places) {
+            self.git_configs.push(watch);
+        }
+        pin_parents(&mut self.pins, &entry.path, &root, true);
+        self.protected.push(entry);
+        Ok(())
+    }
+}
+
+/// Where a symlink candidate itself lives: its real parent and its name.
+fn link_place(c: &Path, places: &Places) -> Option<PathBuf> {
+    match (c.parent().and_then(real), c.file_name()) {
+        (Some(parent), Some(name)) => Some(places.alias(parent.join(name))),
+        _ => None,
+    }
+}
+
+/// A candidate's real path. A missing path is watched at its first missing
+/// component, placed under the real directory that exists: that component
+/// is what the command would create.
+fn resolved_place(c: &Path, places: &Places) -> PathBuf {
+    if let Some(r) = real(c) {
+        return places.alias(r);
+    }
+    let mut missing = c;
+    while let Some(parent) = missing.parent() {
+        if real(parent).is_some() || parent.parent().is_none() {
+            break;
+        }
+        missing = parent;
+    }
+    match (missing.parent().and_then(real), missing.file_name()) {
+        (Some(parent), Some(name)) => places.alias(parent.join(name)),
+        _ => places.alias(c.to_path_buf()),
+    }
+}
+
+/// The protected entry for a resolved path inside a writable root.
+fn protected_entry(resolved: PathBuf, layout: &GitLayout) -> Protected {
+    let mut kind = kind_of(&resolved);
+    let mut create = false;
+    if kind == Kind::Missing
+        && resolved
+            .parent()
+            .is_some_and(|p| layout.git_dirs.iter().any(|g| g == p))
+    {
+        // `.git/hooks` or `.git/config` in a repository that has none:
+        // created empty (as git itself would) so they can be mounted
+        // read-only. Nothing is created in the working tree.
+        if resolved.ends_with("hooks") {
+            (kind, create) = (Kind::Dir, true);
+        } else if resolved.ends_with("config") {
+            (kind, create) = (Kind::File, true);
+        }
+    }
+    Protected {
+        identity: Identity::of(&resolved),
+        path: resolved,
+        kind,
+        create,
+    }
+}
+
+/// A git config file among the protected paths, with what it sets now.
+fn git_config_watch(
+    entry: &Protected,
+    layout: &GitLayout,
+    places: &Places,
+) -> Option<GitConfigWatch> {
+    let path = &entry.path;
+    let is_config = path
+        .file_name()
+        .is_some_and(|n| n == "config" || n == "config.worktree");
+    let in_git_dir = path.components().any(|c| c.as_os_str() == ".git")
+        || path.parent().is_some_and(|p| {
+            layout
+                .git_dirs
+                .iter()
+                .any(|g| places.real(g).is_some_and(|r| r == p))
+        });
+    (entry.kind == Kind::File && is_config && in_git_dir).then(|| GitConfigWatch {
+        path: path.clone(),
+        identity: entry.identity.clone(),
+        before: std::fs::read(path).unwrap_or_default(),
+    })
+}
+
+/// Pin each directory between `root` (excluded) and `path` (excluded):
+/// each becomes a mount point of itself, so it cannot be renamed away.
+/// With `only_dirs`, an ancestor that is not (or no longer) a directory is
+/// skipped.
+fn pin_parents(pins: &mut Vec<PathBuf>, path: &Path, root: &Path, only_dirs: bool) {
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d == root || !d.starts_with(root) {
+            break;
+        }
+        if (!only_dirs || kind_of(d) == Kind::Dir) && !pins.iter().any(|p| p == d) {
+            pins.push(d.to_path_buf());
+        }
+        dir = d.parent();
+    }
+}
+
+/// The project's git layout as candidates: hooks, configs, `commondir`
+/// files, worktrees, submodules, a `.git` link or file, and the hooks
+/// directory `core.hooksPath` names.
+fn git_candidates(places: &Places) -> Result<(Vec<PathBuf>, GitLayout)> {
+    let (project, home) = (&places.project, &places.home);
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    let git = project.join(".git");
+    for rel in PROJECT_PROTECTED {
+        // Hooks and config of a worktree or submodule (`.git` is a file)
+        // live in another directory, handled as any other path.
+        if rel.starts_with(".git/") && !git.is_dir() {
+            continue;
+        }
+        candidates.push(project.join(rel));
+    }
+    candidates.extend(git_entry_candidates(&git));
+    // A hooks directory set by `core.hooksPath` (husky, lefthook) runs
+    // like .git/hooks, whether the repository or the user's own git
+    // config sets it.
+    // git's user config under $XDG_CONFIG_HOME, when that is not
+    // ~/.config (whose git directory is on the home list).
+    let xdg_git = places
+        .host
+        .var("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|x| x.is_absolute())
+        .map(|x| x.join("git"));
+    candidates.extend(xdg_git.clone());
+    for config in [
+        git.join("config"),
+        git.join("config.worktree"),
+        home.join(".gitconfig"),
+        home.join(".config/git/config"),
+    ]
+    .into_iter()
+    .chain(xdg_git.map(|g| g.join("config")))
+    {
+        if let Some(hooks) = hooks_path(&config, project, home) {
+            candidates.push(hooks);
+        }
+    }
+    // Submodules keep their hooks and config under .git/modules.
+    let mut git_dirs = vec![git.clone()];
+    if git.is_dir() {
+        let modules = submodule_git_dirs(&git.join("modules"));
+        if modules.len() > MAX_SUBMODULES {
+            bail!(
+                "{}: more than {MAX_SUBMODULES} submodule git directories, whose hooks and config sbx cannot all keep read-only; the command was not run (remove those no submodule uses)",
+                git.join("modules").display()
+            );
+        }
+        for module in modules {
+            candidates.push(module.join("hooks"));
+            candidates.push(module.join("config"));
+            candidates.push(module.join("config.worktree"));
+            git_dirs.push(module);
+        }
+    }
+    Ok((candidates, GitLayout { git, git_dirs }))
+}
+
+/// What `.git` itself adds: the link or `gitdir:` file (rewritten, it points
+/// git at a directory the command prepared), or in a git directory the
+/// files that send git elsewhere for its config and hooks.
+fn git_entry_candidates(git: &Path) -> Vec<PathBuf> {
+    let mut candidates = Vec::new();
+    let git_is_link = std::fs::symlink_metadata(git).is_ok_and(|m| m.file_type().is_symlink());
+    if git_is_link {
+        // `.git -> elsewhere` (a separate git dir): the link itself is
+        // watched, or the command could swap it for a repository of its
+        // own; the hooks and config behind it are candidates below.
+        candidates.push(git.to_path_buf());
+    }
+    if git.is_file() {
+        // `gitdir: PATH` of a worktree or submodule checkout: rewritten,
+        // it points git at a directory the command prepared.
+        candidates.push(git.to_path_buf());
+    } else if git.is_dir() {
+        // `commondir` sends git to another directory for its config and
+        // hooks; a normal repository has none, so it is watched. The
+        // same files of linked worktrees live under .git/worktrees.
+        candidates.push(git.join("commondir"));
+        // The main worktree's own config, read when
+        // `extensions.worktreeConfig` is set (sparse-checkout sets it).
+        candidates.push(git.join("config.worktree"));
+        for wt in std::fs::read_dir(git.join("worktrees"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            candidates.push(wt.path().join("commondir"));
+            candidates.push(wt.path().join("gitdir"));
+            candidates.push(wt.path().join("config.worktree"));
+        }
+    }
+    candidates
+}
+
+/// The directory `core.hooksPath` names in a git config file, made
+/// absolute (relative to the working tree; `~/` expanded), if any. A plain
+/// line scan: enough to find the key git itself reads, and a miss only
+/// leaves the hooks directory unprotected as it was before.
+fn hooks_path(config: &Path, worktree: &Path, home: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(config).ok()?;
+    let mut in_core = false;
+    let mut found = None;
+    for line in text.lines() {
+        let mut line = line.trim();
+        if let Some(rest) = line.strip_prefix('[') {
+            // `[core]`, possibly followed by a key on the same line.
+            let (head, after) = rest.split_once(']').unwrap_or((rest, ""));
+            in_core = head.trim().eq_ignore_ascii_case("core");
+            line = after.trim();
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if in_core && key.trim().eq_ignore_ascii_case("hookspath") {
+            // A comment starts at `;` or `#` outside quotes.
+            let value = value.trim();
+            let value = match value.strip_prefix('"') {
+                Some(quoted) => quoted.split('"').next().unwrap_or(""),
+                None => value.split([';', '#']).next().unwrap_or("").trim(),
+            };
+            found = Some(if let Some(rest) = value.strip_prefix("~/") {
+                home.join(rest)
+            } else {
+                worktree.join(value)
+            });
+        }
+    }
+    found
+}
+
+/// The git directories of submodules (`.git/modules/NAME`, nested ones
+/// included): those holding a `config` file.
+/// More submodule git directories than this are refused: each takes
+/// several mounts, and bubblewrap's argument list has a limit (a command
+/// could otherwise make every later run fail at it, or crawl).
+const MAX_SUBMODULES: usize = 500;
+
+fn submodule_git_dirs(modules: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![modules.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if out.len() > MAX_SUBMODULES {
+                break;
+            }
+            if path.join("config").is_file() {
+                stack.push(path.join("modules"));
+                out.push(path);
+            } else if out.len() < 1000 {
+                // Submodule names may contain slashes: look one level deeper.
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
