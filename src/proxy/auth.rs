@@ -12,9 +12,9 @@ pub fn random_token() -> io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// `base64("sbx:TOKEN")`, the credential part of `Proxy-Authorization`.
-// Kept outside the tests: used by the tests (and clients of a TCP proxy).
-#[allow(dead_code)]
+/// `base64("sbx:TOKEN")`, the credential part of `Proxy-Authorization`
+/// (clients inside the sandbox send it from the proxy URL's user part).
+#[cfg(test)]
 pub fn credential(token: &str) -> String {
     base64_encode(format!("{PROXY_USER}:{token}").as_bytes())
 }

@@ -64,7 +64,9 @@ use std::time::Duration;
 
 use crate::netrule::HostRule;
 
-pub use auth::{credential, random_token};
+#[cfg(test)]
+pub use auth::credential;
+pub use auth::random_token;
 pub use hosts::{decide, system_resolve, Refusal};
 pub use listener::{serve_tcp, serve_unix};
 pub use stdio::connect_stdio;
@@ -143,13 +145,6 @@ impl Config {
         let spare = limit.saturating_sub(RESERVED_FDS) / FDS_PER_CONNECTION;
         let spare = usize::try_from(spare).unwrap_or(usize::MAX).max(1);
         self.max_connections = self.max_connections.min(spare);
-    }
-
-    /// The value clients must send: `Basic base64(sbx:TOKEN)`.
-    // Kept outside the tests: used by the tests (and clients of a TCP proxy).
-    #[allow(dead_code)]
-    pub fn authorization(&self) -> String {
-        format!("Basic {}", credential(&self.token))
     }
 }
 
