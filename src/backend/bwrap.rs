@@ -23,6 +23,8 @@
 //! 7. `--cap-drop ALL`, the working directory, the environment changes, and
 //!    the inner stage with the command after `--`.
 //!
+//! [`render`] emits each group with a function of its own, in this order.
+//!
 //! Every path is its own argument, after the flag that takes it, so no path,
 //! even one starting with `--`, can be read as a flag.
 
@@ -64,11 +66,37 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
         _ => None,
     };
     let mut a = Args::default();
+    namespaces(&mut a, policy);
+    let visible = root(&mut a, policy, sbx);
+    writable_binds(&mut a, policy);
+    pins_and_protected(&mut a, policy, proxy);
+    credential_masks(&mut a, policy, &visible);
+    environment(&mut a, policy, sbx, proxy);
+    inner_stage(&mut a, policy, sbx, proxy);
+    Plan {
+        program: bwrap.to_path_buf(),
+        args: a.args,
+        env: None,
+        placeholder: Some(policy.placeholder.clone()),
+        create: to_create(policy),
+        profile: None,
+        ready_fd: Some(READY_FD),
+    }
+}
+
+/// Group 1: process and namespace flags, and a new network namespace unless the
+/// network is allowed.
+fn namespaces(a: &mut Args, policy: &Policy) {
     a.flags(NAMESPACE_FLAGS);
     if policy.network != Network::Allow {
         a.flags(&["--unshare-net"]);
     }
+}
 
+/// Group 2: the base, then `/dev` and `/proc` (and in read-only mode `/tmp`, the
+/// project, the working directory and sbx). Returns what is visible at all
+/// in read-only mode.
+fn root(a: &mut Args, policy: &Policy, sbx: &Path) -> Vec<PathBuf> {
     // What is visible at all in read-only mode: masks outside it are moot.
     let mut visible: Vec<PathBuf> = Vec::new();
     match policy.filesystem {
@@ -102,10 +130,19 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
             }
         }
     }
+    visible
+}
 
+/// Group 3: writable roots, in the policy's order (shallowest first).
+fn writable_binds(a: &mut Args, policy: &Policy) {
     for w in &policy.writable {
         a.path2("--bind", w, w);
     }
+}
+
+/// Groups 4 and 5: pins, then "runs later" paths read-only, then the directory of
+/// the proxy's socket read-only.
+fn pins_and_protected(a: &mut Args, policy: &Policy, proxy: Option<&Proxy>) {
     for pin in &policy.pins {
         a.path2("--bind", pin, pin);
     }
@@ -117,9 +154,11 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
     if let Some(dir) = proxy.and_then(Proxy::socket).and_then(Path::parent) {
         a.path2("--ro-bind", dir, dir);
     }
+}
 
-    // Credential masks, shallowest first; one inside an already masked
-    // directory is covered by it (and could not be mounted on anyway).
+/// The paths to mask: existing credentials (by their real path) and the
+/// project's `.env` files, shallowest first.
+fn masks(policy: &Policy) -> Vec<(PathBuf, Kind)> {
     let mut masks: Vec<(PathBuf, Kind)> = Vec::new();
     for c in &policy.credentials {
         if let (Some(real), Kind::Dir | Kind::File) = (&c.real, c.kind) {
@@ -128,9 +167,16 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
     }
     masks.extend(policy.env_files.iter().map(|p| (p.clone(), Kind::File)));
     masks.sort_by_key(|(p, _)| p.components().count());
+    masks
+}
+
+/// Group 6: credential masks, last so nothing can cover them.
+fn credential_masks(a: &mut Args, policy: &Policy, visible: &[PathBuf]) {
+    // Credential masks, shallowest first; one inside an already masked
+    // directory is covered by it (and could not be mounted on anyway).
     let mut masked_dirs: Vec<PathBuf> = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
-    for (path, kind) in masks {
+    for (path, kind) in masks(policy) {
         if seen.contains(&path) || masked_dirs.iter().any(|d| path.starts_with(d)) {
             continue;
         }
@@ -149,7 +195,11 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
             _ => a.path2("--ro-bind", &policy.placeholder, &path),
         }
     }
+}
 
+/// Group 7: no capabilities, the working directory, and the environment changes
+/// (the proxy's variables last).
+fn environment(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) {
     a.flags(&["--cap-drop", "ALL"]);
     a.path("--chdir", &policy.cwd);
     if policy.env.clear {
@@ -164,6 +214,10 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
     for (k, v) in proxy.map(|p| p.env(sbx)).unwrap_or_default() {
         a.flags(&["--setenv", &k, &v]);
     }
+}
+
+/// Group 7: the inner stage with its options, then the command after `--`.
+fn inner_stage(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) {
     a.flags(&["--"]);
     a.args.push(sbx.as_os_str().to_owned());
     a.flags(&["__inner"]);
@@ -176,22 +230,16 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
     }
     a.flags(&["--"]);
     a.args.extend(policy.command.iter().cloned());
+}
 
-    let create = policy
+/// Missing "runs later" paths the executor creates before the run.
+fn to_create(policy: &Policy) -> Vec<(PathBuf, Kind)> {
+    policy
         .protected
         .iter()
         .filter(|p| p.create)
         .map(|p| (p.path.clone(), p.kind))
-        .collect();
-    Plan {
-        program: bwrap.to_path_buf(),
-        args: a.args,
-        env: None,
-        placeholder: Some(policy.placeholder.clone()),
-        create,
-        profile: None,
-        ready_fd: Some(READY_FD),
-    }
+        .collect()
 }
 
 #[derive(Default)]
