@@ -56,76 +56,103 @@ fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule> {
 
 /// The rules answered with `EPERM`.
 fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
-    use SeccompCmpArgLen::{Dword, Qword};
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    // Unconditionally refused.
-    for nr in [
-        libc::SYS_ptrace,
-        libc::SYS_process_vm_readv,
-        libc::SYS_process_vm_writev,
-        libc::SYS_io_uring_setup,
-        libc::SYS_io_uring_enter,
-        libc::SYS_io_uring_register,
-        libc::SYS_keyctl,
-        libc::SYS_add_key,
-        libc::SYS_request_key,
-        libc::SYS_mount,
-        libc::SYS_umount2,
-        libc::SYS_pivot_root,
-        libc::SYS_move_mount,
-        libc::SYS_open_tree,
-        libc::SYS_fsopen,
-        libc::SYS_fsconfig,
-        libc::SYS_fsmount,
-        libc::SYS_fspick,
-        libc::SYS_mount_setattr,
-        libc::SYS_setns,
-        libc::SYS_perf_event_open,
-        libc::SYS_bpf,
-        libc::SYS_userfaultfd,
-        libc::SYS_pidfd_getfd,
-    ] {
+    for &nr in REFUSED {
         rules.insert(nr, vec![]);
     }
-    // Namespaces: `unshare` and `clone` with any namespace flag.
     for nr in [libc::SYS_unshare, libc::SYS_clone] {
-        // clone's flags are argument 0 on every supported architecture.
-        let list = NAMESPACE_FLAGS
-            .iter()
-            .map(|&flag| rule(vec![cond(0, Qword, SeccompCmpOp::MaskedEq(flag), flag)?]))
-            .collect::<Result<Vec<_>>>()?;
-        rules.insert(nr, list);
+        rules.insert(nr, namespace_rules()?);
     }
+    rules.insert(libc::SYS_ioctl, ioctl_rules()?);
+    rules.insert(libc::SYS_socket, socket_rules(opts)?);
+    rules.insert(libc::SYS_socketpair, socketpair_rules()?);
+    Ok(rules)
+}
+
+/// Unconditionally refused.
+const REFUSED: &[i64] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_setns,
+    libc::SYS_perf_event_open,
+    libc::SYS_bpf,
+    libc::SYS_userfaultfd,
+    libc::SYS_pidfd_getfd,
+];
+
+/// The rules of `unshare` and `clone`.
+fn namespace_rules() -> Result<Vec<SeccompRule>> {
+    // Namespaces: `unshare` and `clone` with any namespace flag.
+    // clone's flags are argument 0 on every supported architecture.
+    NAMESPACE_FLAGS
+        .iter()
+        .map(|&flag| {
+            rule(vec![cond(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(flag),
+                flag,
+            )?])
+        })
+        .collect()
+}
+
+/// The rules of `ioctl`.
+fn ioctl_rules() -> Result<Vec<SeccompRule>> {
+    use SeccompCmpArgLen::Dword;
     // Terminal injection. The request is compared on its low 32 bits only, as
     // the kernel does, so `TIOCSTI | 1 << 32` cannot slip past (CVE-2019-10063).
-    rules.insert(
-        libc::SYS_ioctl,
-        vec![
-            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::TIOCSTI)?])?,
-            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, 0x541C)?])?, // TIOCLINUX
-        ],
-    );
+    Ok(vec![
+        rule(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::TIOCSTI)?])?,
+        rule(vec![cond(1, Dword, SeccompCmpOp::Eq, 0x541C)?])?, // TIOCLINUX
+    ])
+}
+
+/// The rules of `socket`.
+fn socket_rules(opts: Options) -> Result<Vec<SeccompRule>> {
     // Sockets: AF_VSOCK always, AF_UNIX unless allowed. Datagram socketpairs
     // are refused too: an unbound datagram socket can `sendto` any named
     // socket. Stream socketpairs stay (cargo, Python and Node use them).
-    let mut socket_rules = vec![rule(vec![cond(
-        0,
-        Dword,
-        SeccompCmpOp::Eq,
-        libc::AF_VSOCK as u64,
-    )?])?];
+    let mut socket_rules = vec![socket_family(libc::AF_VSOCK)?];
     if !opts.allow_unix_sockets {
-        socket_rules.push(rule(vec![cond(
-            0,
-            Dword,
-            SeccompCmpOp::Eq,
-            libc::AF_UNIX as u64,
-        )?])?);
+        socket_rules.push(socket_family(libc::AF_UNIX)?);
     }
-    rules.insert(libc::SYS_socket, socket_rules);
+    Ok(socket_rules)
+}
+
+/// `socket()` in the address family `family`.
+fn socket_family(family: libc::c_int) -> Result<SeccompRule> {
+    rule(vec![cond(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Eq,
+        family as u64,
+    )?])
+}
+
+/// The rules of `socketpair`.
+fn socketpair_rules() -> Result<Vec<SeccompRule>> {
+    use SeccompCmpArgLen::Dword;
     // Every type but stream and seqpacket: the kernel turns SOCK_RAW into a
     // datagram socket, so a rule on SOCK_DGRAM alone is not enough.
-    let socketpair_rules = (0..16u64)
+    (0..16u64)
         .filter(|&t| t != libc::SOCK_STREAM as u64 && t != libc::SOCK_SEQPACKET as u64)
         .map(|t| {
             rule(vec![
@@ -133,9 +160,7 @@ fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
                 cond(1, Dword, SeccompCmpOp::MaskedEq(0xf), t)?,
             ])
         })
-        .collect::<Result<Vec<_>>>()?;
-    rules.insert(libc::SYS_socketpair, socketpair_rules);
-    Ok(rules)
+        .collect()
 }
 
 /// A filter that refuses every syscall of a foreign ABI (on x86_64 the x32
