@@ -185,28 +185,57 @@ pub fn parse(source: Source, text: &str) -> Result<Layer> {
     let file = source
         .path()
         .map_or_else(|| "<config>".to_string(), |p| p.display().to_string());
-    let doc: Document = toml::from_str(text).map_err(|e| {
-        let (line, key) = match e.span() {
-            Some(span) => locate(text, span.start),
-            None => (0, None),
-        };
-        let mut msg = e.message().replace('\n', " ");
-        if let Some(field) = unknown_field(&msg) {
-            msg = format!("unknown key `{field}`");
-            return anyhow::anyhow!(
-                "{file}:{line}: {msg} in [sandbox] (remove it; the keys are listed in `man sbx.toml` and the README)"
-            );
-        }
-        if let Some(k) = key {
-            msg = format!("key `{k}`: {msg}");
-        }
-        anyhow::anyhow!("{file}:{line}: {msg} (fix the value; see the README's configuration reference)")
-    })?;
+    let doc: Document = toml::from_str(text).map_err(|e| toml_error(&file, text, &e))?;
     let table = doc.sandbox.unwrap_or_default();
-    let err = |span: std::ops::Range<usize>, key: &str, why: String| {
-        let (line, _) = locate(text, span.start);
-        anyhow::anyhow!("{file}:{line}: key `{key}`: {why}")
+    let at = Values { file: &file, text };
+    check_policy_paths(&table, &at)?;
+    check_program_paths(&table, &at)?;
+    check_env_names(&table, &at)?;
+    let allowlist = parse_allowlist(&table, &at)?;
+    Ok(Layer {
+        source,
+        table,
+        allowlist,
+    })
+}
+
+/// A TOML syntax, type or unknown-key error, with the file, line and key.
+fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> anyhow::Error {
+    let (line, key) = match e.span() {
+        Some(span) => locate(text, span.start),
+        None => (0, None),
     };
+    let mut msg = e.message().replace('\n', " ");
+    if let Some(field) = unknown_field(&msg) {
+        msg = format!("unknown key `{field}`");
+        return anyhow::anyhow!(
+            "{file}:{line}: {msg} in [sandbox] (remove it; the keys are listed in `man sbx.toml` and the README)"
+        );
+    }
+    if let Some(k) = key {
+        msg = format!("key `{k}`: {msg}");
+    }
+    anyhow::anyhow!(
+        "{file}:{line}: {msg} (fix the value; see the README's configuration reference)"
+    )
+}
+
+/// Where the values of one file are: for errors that name the file, the
+/// line and the key.
+struct Values<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Values<'_> {
+    fn err(&self, span: std::ops::Range<usize>, key: &str, why: String) -> anyhow::Error {
+        let (line, _) = locate(self.text, span.start);
+        anyhow::anyhow!("{}:{line}: key `{key}`: {why}", self.file)
+    }
+}
+
+/// `writable`, `deny_read` and `deny_write`: plain text without `..`.
+fn check_policy_paths(table: &SandboxTable, at: &Values) -> Result<()> {
     for (key, list) in [
         ("writable", &table.writable),
         ("deny_read", &table.deny_read),
@@ -216,7 +245,7 @@ pub fn parse(source: Source, text: &str) -> Result<Layer> {
             check_path_text(item.get_ref())
                 .and_then(|()| check_no_parent(item.get_ref()))
                 .map_err(|why| {
-                    err(
+                    at.err(
                         item.span(),
                         key,
                         format!(
@@ -226,6 +255,11 @@ pub fn parse(source: Source, text: &str) -> Result<Layer> {
                 })?;
         }
     }
+    Ok(())
+}
+
+/// `shell` and `bwrap`: absolute paths.
+fn check_program_paths(table: &SandboxTable, at: &Values) -> Result<()> {
     for (key, item) in [("shell", &table.shell), ("bwrap", &table.bwrap)] {
         if let Some(item) = item {
             check_path_text(item.get_ref())
@@ -236,16 +270,23 @@ pub fn parse(source: Source, text: &str) -> Result<Layer> {
                         Err(format!("`{}` is not an absolute path", item.get_ref()))
                     }
                 })
-                .map_err(|why| err(item.span(), key, format!("{why} (write an absolute path)")))?;
+                .map_err(|why| {
+                    at.err(item.span(), key, format!("{why} (write an absolute path)"))
+                })?;
         }
     }
+    Ok(())
+}
+
+/// `env_passthrough`: environment variable names.
+fn check_env_names(table: &SandboxTable, at: &Values) -> Result<()> {
     for item in table.env_passthrough.iter().flatten() {
         let name = item.get_ref();
         let valid = !name.is_empty()
             && !name.starts_with(|c: char| c.is_ascii_digit())
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !valid {
-            return Err(err(
+            return Err(at.err(
                 item.span(),
                 "env_passthrough",
                 format!(
@@ -255,28 +296,27 @@ pub fn parse(source: Source, text: &str) -> Result<Layer> {
             ));
         }
     }
-    let allowlist = match &table.network_allowlist {
-        None => None,
-        Some(items) => Some(
-            items
-                .iter()
-                .map(|item| {
-                    HostRule::parse(item.get_ref()).map_err(|why| {
-                        err(
-                            item.span(),
-                            "network_allowlist",
-                            format!("`{}`: {why}", item.get_ref().escape_debug()),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?,
-        ),
+    Ok(())
+}
+
+/// `network_allowlist`, parsed.
+fn parse_allowlist(table: &SandboxTable, at: &Values) -> Result<Option<Vec<HostRule>>> {
+    let Some(items) = &table.network_allowlist else {
+        return Ok(None);
     };
-    Ok(Layer {
-        source,
-        table,
-        allowlist,
-    })
+    items
+        .iter()
+        .map(|item| {
+            HostRule::parse(item.get_ref()).map_err(|why| {
+                at.err(
+                    item.span(),
+                    "network_allowlist",
+                    format!("`{}`: {why}", item.get_ref().escape_debug()),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
 }
 
 /// Paths in a policy must be plain text: no NUL, newline or other control
