@@ -22,7 +22,6 @@ use std::net::{Shutdown, TcpListener, TcpStream, UdpSocket};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 #[cfg(target_os = "linux")]
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 #[cfg(target_os = "linux")]
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
@@ -31,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::host::{assert_line, both, show, shq, stderr, stdout, tool};
 use crate::require_sandbox;
 use crate::util::{self, World};
 
@@ -54,41 +54,7 @@ const WRONG_HEADER: &str = "{WRONG_HEADER}";
 /// curl and python3 are needed. Missing: skip, or fail when CI requires the
 /// sandbox tests to run.
 fn have_tools() -> bool {
-    let missing: Vec<&str> = [CURL, PYTHON]
-        .into_iter()
-        .filter(|p| !Path::new(p).is_file())
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") {
-        panic!("SBX_TEST_REQUIRE_SANDBOX=1 but {missing:?} is not installed");
-    }
-    eprintln!("skipped: {missing:?} is not installed");
-    false
-}
-
-/// stdout and stderr together, for messages.
-fn both(out: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Quote for `sh`.
-fn shq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
+    tool(&[CURL]).is_some() && tool(&[PYTHON]).is_some()
 }
 
 /// `sbx ARGS...` in the project, stdin closed, killed after [`DEADLINE`].
@@ -105,9 +71,7 @@ fn sbx_within(world: &World, args: &[&str], deadline: Duration) -> Output {
         .timeout(deadline)
         .output()
         .unwrap();
-    if std::env::var_os("SBX_TEST_SHOW").is_some() {
-        eprintln!("=== sbx {args:?}\n{}", both(&out));
-    }
+    show(&format!("sbx {args:?}"), &out);
     assert!(
         start.elapsed() < deadline,
         "sbx {args:?} hung and was killed after {deadline:?}:\n{}",
@@ -139,15 +103,6 @@ fn sbx_py(world: &World, sbx_args: &[&str], code: &str, args: &[&str]) -> Output
 
 fn assert_success(out: &Output) {
     assert!(out.status.success(), "the run failed:\n{}", both(out));
-}
-
-/// Assert a line printed by the command.
-fn assert_line(out: &Output, line: &str) {
-    assert!(
-        stdout(out).lines().any(|l| l == line),
-        "expected the line {line:?}:\n{}",
-        both(out)
-    );
 }
 
 /// Assert the proxy's refusal line on sbx's stderr.

@@ -14,16 +14,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::host::{both, stdout, tool};
+use crate::host::{both, stderr, stdout, tool};
 use crate::require_sandbox;
-use crate::util::{self, World};
+use crate::util::{self, Runner, Sbx, World, UID_MAP_ERROR};
 
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
 
-/// What a real bubblewrap prints when user namespaces are refused.
-const UID_MAP_ERROR: &str = "bwrap: setting up uid map: Permission denied";
 /// What an old bubblewrap prints for an option it lacks.
 const UNKNOWN_OPTION_ERROR: &str = "bwrap: Unknown option --perms";
 
@@ -45,12 +43,7 @@ fn expected_uid_map_cause() -> &'static str {
             .ok()
             .and_then(|s| s.trim().parse().ok())
     };
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        .unwrap();
+    let root = util::euid_is_root();
     let in_container = Path::new("/.dockerenv").exists()
         || Path::new("/run/.containerenv").exists()
         || std::fs::read_to_string("/proc/1/environ")
@@ -68,10 +61,6 @@ fn expected_uid_map_cause() -> &'static str {
     }
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// The script every run uses: write a file in $HOME (refused by the
 /// sandbox), then exit 7.
 const WRITE_HOME_EXIT_7: &str = "touch \"$HOME/marker\" && exit 7; exit 99";
@@ -79,56 +68,6 @@ const WRITE_HOME_EXIT_7: &str = "touch \"$HOME/marker\" && exit 7; exit 99";
 /// The file `WRITE_HOME_EXIT_7` writes.
 fn marker(world: &World) -> PathBuf {
     world.home.join("marker")
-}
-
-/// `sbx run FLAGS -- sh -c SCRIPT` in the project, stdin closed.
-fn run_sh(world: &World, flags: &[&str], script: &str) -> Output {
-    world
-        .sbx_std()
-        .arg("run")
-        .args(flags)
-        .arg("--")
-        .args(["sh", "-c", script])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-/// Install an executable shell script at `dest` without this process ever
-/// holding a write descriptor on it: `install` writes it in a child that has
-/// exited before anyone executes it, so a concurrent fork in another test
-/// thread cannot make the exec fail with "Text file busy".
-fn install_script(dest: &Path, body: &str) {
-    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-    let src = dest.with_file_name(format!(
-        "{}.src",
-        dest.file_name().unwrap().to_string_lossy()
-    ));
-    std::fs::write(&src, body).unwrap();
-    let status = Command::new("install")
-        .arg("-m")
-        .arg("755")
-        .arg(&src)
-        .arg(dest)
-        .status()
-        .unwrap();
-    assert!(status.success(), "install {}", dest.display());
-    std::fs::remove_file(&src).unwrap();
-}
-
-/// A fake bwrap at `dir/bwrap` that prints `line` on stderr and exits 1,
-/// as a bubblewrap that cannot start the sandbox does. If `ran` is given,
-/// every execution also appends a line to that file.
-fn fake_bwrap(dir: &Path, line: &str, ran: Option<&Path>) -> PathBuf {
-    let path = dir.join("bwrap");
-    let record = ran
-        .map(|r| format!("echo ran >> '{}'\n", r.display()))
-        .unwrap_or_default();
-    install_script(
-        &path,
-        &format!("#!/bin/sh\n{record}echo '{line}' >&2\nexit 1\n"),
-    );
-    path
 }
 
 /// A user config pointing `bwrap` at `path`, plus `extra` lines.
@@ -189,22 +128,22 @@ fn assert_refused(world: &World, out: &Output, cause: &str) {
 /// `config` writes the user config with the given extra lines.
 fn unavailable_cases(world: &World, config: &dyn Fn(&str), cause: &str) {
     config("");
-    let out = run_sh(world, &[], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(world, &[], WRITE_HOME_EXIT_7);
     assert_ran_unsandboxed(world, &out, cause);
     std::fs::remove_file(marker(world)).unwrap();
 
-    let out = run_sh(world, &["--require"], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(world, &["--require"], WRITE_HOME_EXIT_7);
     assert_refused(world, &out, cause);
 
     config("require = true\n");
-    let out = run_sh(world, &[], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(world, &[], WRITE_HOME_EXIT_7);
     assert_refused(world, &out, cause);
 
     util::write(
         &world.project.join(".sbx.toml"),
         "[sandbox]\nrequire = false\n",
     );
-    let out = run_sh(world, &[], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(world, &[], WRITE_HOME_EXIT_7);
     assert_refused(world, &out, cause);
     assert!(
         stderr(&out).contains("ignored `require = false`"),
@@ -219,9 +158,9 @@ fn unavailable_cases(world: &World, config: &dyn Fn(&str), cause: &str) {
 /// unsandboxed: refused with and without `require`.
 fn refused_cases(world: &World, config: &dyn Fn(&str), cause: &str) {
     config("");
-    let out = run_sh(world, &[], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(world, &[], WRITE_HOME_EXIT_7);
     assert_refused(world, &out, cause);
-    let out = run_sh(world, &["--require"], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(world, &["--require"], WRITE_HOME_EXIT_7);
     assert_refused(world, &out, cause);
 }
 
@@ -331,12 +270,12 @@ fn configured_bwrap_missing_runs_unsandboxed_loudly_or_refuses() {
 fn bwrap_refused_user_namespaces_names_the_cause() {
     let world = World::new();
     let ran = world.root.join("fake-ran");
-    let bwrap = fake_bwrap(&world.root.join("fakebin"), UID_MAP_ERROR, Some(&ran));
+    let bwrap = util::fake_bwrap(&world.root.join("fakebin"), UID_MAP_ERROR, Some(&ran));
     let cause = expected_uid_map_cause();
     unavailable_cases(&world, &|extra| config_bwrap(&world, &bwrap, extra), cause);
     // The message carries bubblewrap's own words too.
     config_bwrap(&world, &bwrap, "");
-    let out = run_sh(&world, &[], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(&world, &[], WRITE_HOME_EXIT_7);
     assert!(
         stderr(&out).contains(&format!("[{UID_MAP_ERROR}]")),
         "{}",
@@ -348,14 +287,14 @@ fn bwrap_refused_user_namespaces_names_the_cause() {
 #[test]
 fn bwrap_lacking_an_option_names_the_cause() {
     let world = World::new();
-    let bwrap = fake_bwrap(&world.root.join("fakebin"), UNKNOWN_OPTION_ERROR, None);
+    let bwrap = util::fake_bwrap(&world.root.join("fakebin"), UNKNOWN_OPTION_ERROR, None);
     unavailable_cases(
         &world,
         &|extra| config_bwrap(&world, &bwrap, extra),
         WHAT_OLD_BWRAP,
     );
     config_bwrap(&world, &bwrap, "");
-    let out = run_sh(&world, &[], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(&world, &[], WRITE_HOME_EXIT_7);
     let err = stderr(&out);
     assert!(
         err.contains(&format!("[{UNKNOWN_OPTION_ERROR}]")),
@@ -374,12 +313,12 @@ fn unsandboxed_fallback_keeps_other_exit_codes() {
     let world = World::new();
     config_bwrap(&world, Path::new("/nonexistent/bwrap"), "");
     for code in [0, 1, 42] {
-        let out = run_sh(&world, &[], &format!("exit {code}"));
+        let out = Sbx.run_sh_flags(&world, &[], &format!("exit {code}"));
         assert_eq!(out.status.code(), Some(code), "{}", both(&out));
         assert!(stderr(&out).contains("NOT sandboxed:"), "{}", both(&out));
     }
     // stdout stays the command's.
-    let out = run_sh(&world, &[], "echo hello");
+    let out = Sbx.run_sh_flags(&world, &[], "echo hello");
     assert_eq!(stdout(&out), "hello\n", "{}", both(&out));
 }
 
@@ -393,7 +332,7 @@ fn the_warning_cannot_be_silenced() {
         "banner = \"never\"\n",
     );
     // `--quiet` and `banner = "never"` silence the banner, never this line.
-    let out = run_sh(&world, &["--quiet"], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(&world, &["--quiet"], WRITE_HOME_EXIT_7);
     assert_ran_unsandboxed(&world, &out, cause);
     std::fs::remove_file(marker(&world)).unwrap();
     // Shell mode (`sbx -c`, as agents call it) says it too.
@@ -435,7 +374,7 @@ fn the_warning_cannot_be_silenced() {
 fn configured_bwrap_in_the_project_is_never_used() {
     let world = World::new();
     let ran = world.root.join("fake-ran");
-    let bwrap = fake_bwrap(&world.project.join("bin"), UID_MAP_ERROR, Some(&ran));
+    let bwrap = util::fake_bwrap(&world.project.join("bin"), UID_MAP_ERROR, Some(&ran));
     let cause = format!(
         "the configured bwrap {} lies inside a writable root",
         bwrap.display()
@@ -449,7 +388,7 @@ fn configured_bwrap_in_an_extra_writable_root_is_never_used() {
     let world = World::new();
     let ran = world.root.join("fake-ran");
     let extra_root = world.root.join("scratch");
-    let bwrap = fake_bwrap(&extra_root, UID_MAP_ERROR, Some(&ran));
+    let bwrap = util::fake_bwrap(&extra_root, UID_MAP_ERROR, Some(&ran));
     let cause = format!(
         "the configured bwrap {} lies inside a writable root",
         bwrap.display()
@@ -472,7 +411,7 @@ fn configured_bwrap_in_an_extra_writable_root_is_never_used() {
 fn configured_bwrap_reached_through_a_symlink_into_the_project_is_never_used() {
     let world = World::new();
     let ran = world.root.join("fake-ran");
-    let real = fake_bwrap(&world.project.join("bin"), UID_MAP_ERROR, Some(&ran));
+    let real = util::fake_bwrap(&world.project.join("bin"), UID_MAP_ERROR, Some(&ran));
     let link = world.root.join("fakebin/bwrap-link");
     std::fs::create_dir_all(link.parent().unwrap()).unwrap();
     std::os::unix::fs::symlink(&real, &link).unwrap();
@@ -490,7 +429,7 @@ fn configured_bwrap_in_the_working_directory_is_never_used() {
     let ran = world.root.join("fake-ran");
     // The project is not writable here: only the working directory rule
     // keeps this bwrap out.
-    let bwrap = fake_bwrap(&world.project, UID_MAP_ERROR, Some(&ran));
+    let bwrap = util::fake_bwrap(&world.project, UID_MAP_ERROR, Some(&ran));
     let cause = format!("the configured bwrap {}", bwrap.display());
     refused_cases(
         &world,
@@ -509,7 +448,7 @@ fn bwrap_on_path_in_the_project_is_never_used() {
     let world = World::new();
     let ran = world.root.join("fake-ran");
     let bin = world.project.join("bin");
-    fake_bwrap(&bin, UID_MAP_ERROR, Some(&ran));
+    util::fake_bwrap(&bin, UID_MAP_ERROR, Some(&ran));
     let path = format!(
         "{}:{}",
         bin.display(),
@@ -549,7 +488,7 @@ fn bwrap_on_path_in_the_project_is_never_used() {
 fn disabled_runs_the_command_as_is_and_is_quiet_off_a_terminal() {
     let world = World::new();
     world.user_config("[sandbox]\nenabled = false\n");
-    let out = run_sh(&world, &[], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(&world, &[], WRITE_HOME_EXIT_7);
     assert_eq!(out.status.code(), Some(7), "{}", both(&out));
     assert!(marker(&world).exists(), "{}", both(&out));
     assert_eq!(
@@ -565,12 +504,12 @@ fn disabled_runs_the_command_as_is_and_is_quiet_off_a_terminal() {
 fn disabled_with_require_refuses() {
     let world = World::new();
     world.user_config("[sandbox]\nenabled = false\n");
-    let out = run_sh(&world, &["--require"], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(&world, &["--require"], WRITE_HOME_EXIT_7);
     assert_eq!(out.status.code(), Some(125), "{}", both(&out));
     assert!(!marker(&world).exists(), "the command ran: {}", both(&out));
     assert!(stderr(&out).contains("enabled = false"), "{}", both(&out));
     world.user_config("[sandbox]\nenabled = false\nrequire = true\n");
-    let out = run_sh(&world, &[], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(&world, &[], WRITE_HOME_EXIT_7);
     assert_eq!(out.status.code(), Some(125), "{}", both(&out));
     assert!(!marker(&world).exists(), "the command ran: {}", both(&out));
 }
@@ -579,7 +518,7 @@ fn disabled_with_require_refuses() {
 fn disabled_with_banner_always_says_so_once() {
     let world = World::new();
     world.user_config("[sandbox]\nenabled = false\nbanner = \"always\"\n");
-    let out = run_sh(&world, &[], WRITE_HOME_EXIT_7);
+    let out = Sbx.run_sh_flags(&world, &[], WRITE_HOME_EXIT_7);
     assert_eq!(out.status.code(), Some(7), "{}", both(&out));
     assert!(marker(&world).exists(), "{}", both(&out));
     let err = stderr(&out);
@@ -931,7 +870,7 @@ fn check_with_network_allowed_says_so_and_passes() {
 #[test]
 fn check_with_a_failing_bwrap_names_the_cause_and_fails() {
     let world = World::new();
-    let bwrap = fake_bwrap(&world.root.join("fakebin"), UID_MAP_ERROR, None);
+    let bwrap = util::fake_bwrap(&world.root.join("fakebin"), UID_MAP_ERROR, None);
     config_bwrap(&world, &bwrap, "");
     let cause = expected_uid_map_cause();
     let out = check(&world, false);
@@ -960,7 +899,7 @@ fn check_with_a_failing_bwrap_names_the_cause_and_fails() {
     assert!(v["sandbox_error"].as_str().unwrap().contains(cause), "{v}");
 
     // The same for an old bubblewrap.
-    let bwrap = fake_bwrap(&world.root.join("fakebin2"), UNKNOWN_OPTION_ERROR, None);
+    let bwrap = util::fake_bwrap(&world.root.join("fakebin2"), UNKNOWN_OPTION_ERROR, None);
     config_bwrap(&world, &bwrap, "");
     let out = check(&world, false);
     assert_eq!(out.status.code(), Some(1), "{}", both(&out));
@@ -1074,7 +1013,7 @@ fn nested_run_stays_confined() {
         sbx.display(),
         WRITE_HOME_EXIT_7
     );
-    let out = run_sh(&world, &[], &script);
+    let out = Sbx.run_sh_flags(&world, &[], &script);
     assert!(world.project.join("off.toml").exists(), "{}", both(&out));
     assert!(
         !marker(&world).exists(),

@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -25,6 +25,18 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// stdout lines, without the `\r` a terminal adds.
+pub fn lines(out: &Output) -> Vec<String> {
+    stdout(out)
+        .lines()
+        .map(|l| l.trim_end_matches('\r').to_string())
+        .collect()
+}
+
 /// stdout and stderr together, for messages.
 pub fn both(out: &Output) -> String {
     format!(
@@ -33,6 +45,30 @@ pub fn both(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// With `SBX_TEST_SHOW=1`, print what a run printed, under `what`.
+pub fn show(what: &str, out: &Output) {
+    if std::env::var_os("SBX_TEST_SHOW").is_some() {
+        eprintln!("=== {what}\n{}", both(out));
+    }
+}
+
+/// Assert a line printed by the command (a positive control).
+pub fn assert_line(out: &Output, line: &str) {
+    assert!(
+        lines(out).iter().any(|l| l == line),
+        "expected the line {line:?}:\n{}",
+        both(out)
+    );
+}
+
+pub fn assert_no_line_starting(out: &Output, prefix: &str) {
+    assert!(
+        !lines(out).iter().any(|l| l.starts_with(prefix)),
+        "unexpected line starting with {prefix:?}:\n{}",
+        both(out)
+    );
 }
 
 /// The planted secret must not appear anywhere in what the command printed.
@@ -202,31 +238,43 @@ pub fn unix_listener(path: &Path) -> UnixListener {
 /// accepted, so `None` after `grace` means nobody connected. `Some(bytes)`:
 /// what the connection carried.
 pub fn tcp_received(l: &TcpListener, grace: Duration) -> Option<Vec<u8>> {
-    received(grace, || {
-        let (s, _) = l.accept()?;
-        s.set_nonblocking(false).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        Ok(read_all(s))
-    })
+    let blocking = |s: &TcpStream| {
+        s.set_nonblocking(false)
+            .and(s.set_read_timeout(READ_TIMEOUT))
+    };
+    received(grace, || l.accept().map(|(s, _)| s), blocking)
 }
 
 /// The same for a Unix listener.
 pub fn unix_received(l: &UnixListener, grace: Duration) -> Option<Vec<u8>> {
-    received(grace, || {
-        let (s, _) = l.accept()?;
-        s.set_nonblocking(false).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        Ok(read_all(s))
-    })
+    let blocking = |s: &UnixStream| {
+        s.set_nonblocking(false)
+            .and(s.set_read_timeout(READ_TIMEOUT))
+    };
+    received(grace, || l.accept().map(|(s, _)| s), blocking)
 }
 
-/// Poll `accept` (a non-blocking accept that reads the connection) until it
-/// yields, or `grace` has passed with nobody waiting.
-fn received(grace: Duration, accept: impl Fn() -> std::io::Result<Vec<u8>>) -> Option<Vec<u8>> {
+/// How long an accepted connection may stay silent before it counts as done.
+const READ_TIMEOUT: Option<Duration> = Some(Duration::from_secs(2));
+
+/// Poll `accept` (a non-blocking accept) until it yields a connection, or
+/// `grace` has passed with nobody waiting; then make the connection
+/// `blocking` (with a read timeout) and read it to its end.
+fn received<S: Read>(
+    grace: Duration,
+    accept: impl Fn() -> std::io::Result<S>,
+    blocking: impl Fn(&S) -> std::io::Result<()>,
+) -> Option<Vec<u8>> {
     let start = Instant::now();
     loop {
         match accept() {
-            Ok(bytes) => return Some(bytes),
+            Ok(mut s) => {
+                blocking(&s).unwrap();
+                let mut buf = Vec::new();
+                // Everything the peer sends until it closes (or the timeout).
+                let _ = s.read_to_end(&mut buf);
+                return Some(buf);
+            }
             Err(e) if e.kind() == ErrorKind::WouldBlock && start.elapsed() < grace => {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -234,11 +282,4 @@ fn received(grace: Duration, accept: impl Fn() -> std::io::Result<Vec<u8>>) -> O
             Err(e) => panic!("accept: {e}"),
         }
     }
-}
-
-/// Everything the peer sends until it closes (or the read timeout).
-fn read_all(mut s: impl Read) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let _ = s.read_to_end(&mut buf);
-    buf
 }

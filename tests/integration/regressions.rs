@@ -21,9 +21,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::host::{assert_absent, assert_no_secret, both, diff, shq_path, snapshot, tool, unique};
+use crate::host::{
+    assert_absent, assert_no_secret, both, diff, show, shq_path, snapshot, stderr, stdout, tool,
+    unique,
+};
 use crate::require_sandbox;
-use crate::util::{self, World, SECRET};
+use crate::util::{self, Runner, Sbx, World, SECRET, UID_MAP_ERROR};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -49,17 +52,6 @@ fn sh_in(cmd: &mut Command, flags: &[&str], script: &str, args: &[&str]) {
         .stdin(Stdio::null());
 }
 
-/// `sbx run -- sh -c SCRIPT` in the project.
-fn run_sh(world: &World, script: &str) -> Output {
-    sbx_sh(world, &world.project, &[], script, &[])
-}
-
-fn show(what: &str, out: &Output) {
-    if std::env::var_os("SBX_TEST_SHOW").is_some() {
-        eprintln!("=== {what}\n{}", both(out));
-    }
-}
-
 /// Wait until the sandboxed command has written `up` in the project (it
 /// has started), failing the test after the deadline.
 fn wait_for_up(world: &World) {
@@ -71,14 +63,6 @@ fn wait_for_up(world: &World) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The file the victim command writes in HOME: it can only land without a
@@ -118,15 +102,6 @@ fn assert_ok(out: &Output) {
     assert_absent(out, "NOT sandboxed");
 }
 
-fn euid_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        .unwrap()
-}
-
 /// Whether anything exists at `p`, a dangling or planted link included.
 fn present(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok()
@@ -134,39 +109,6 @@ fn present(p: &Path) -> bool {
 
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// Install an executable script without this process keeping a write
-/// descriptor on it (see failmodes.rs: a concurrent fork would make its exec
-/// fail with "Text file busy").
-fn install_script(dest: &Path, body: &str) {
-    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-    let src = dest.with_extension("src");
-    std::fs::write(&src, body).unwrap();
-    let status = Command::new("install")
-        .arg("-m")
-        .arg("755")
-        .arg(&src)
-        .arg(dest)
-        .status()
-        .unwrap();
-    assert!(status.success(), "install {}", dest.display());
-    std::fs::remove_file(&src).unwrap();
-}
-
-/// A fake bubblewrap at `dir/bwrap`: every execution appends to `ran`, and
-/// it fails the way a machine without user namespaces does (the message that
-/// used to earn an unsandboxed run).
-fn fake_bwrap(dir: &Path, ran: &Path) -> PathBuf {
-    let path = dir.join("bwrap");
-    install_script(
-        &path,
-        &format!(
-            "#!/bin/sh\necho ran >> {}\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n",
-            shq_path(ran)
-        ),
-    );
-    path
 }
 
 /// Poll until `p` exists; false after `timeout`.
@@ -211,19 +153,23 @@ fn untrusted_bubblewrap_is_refused_never_a_fallback() {
     // The only configured bubblewrap lies in the working directory (outside
     // /tmp, outside the project), the project named with --project.
     let here = world.root.join("here");
-    config(&fake_bwrap(&here, &ran));
+    config(&util::fake_bwrap(&here, UID_MAP_ERROR, Some(&ran)));
     let out = sbx_sh(&world, &here, &["--project", project], &victim(&world), &[]);
     assert_not_run(&world, &out);
 
     // In the project, a writable root the command could have written it to.
-    config(&fake_bwrap(&world.project.join("bin"), &ran));
-    let out = run_sh(&world, &victim(&world));
+    config(&util::fake_bwrap(
+        &world.project.join("bin"),
+        UID_MAP_ERROR,
+        Some(&ran),
+    ));
+    let out = Sbx.run_sh(&world, &victim(&world));
     assert_not_run(&world, &out);
 
     // Configured in the project and deleted by an earlier run: still not
     // "missing" (which may fall back), because the command could delete it.
     config(&world.project.join("bin/gone"));
-    let out = run_sh(&world, &victim(&world));
+    let out = Sbx.run_sh(&world, &victim(&world));
     assert_not_run(&world, &out);
     assert!(!ran.exists(), "an untrusted bubblewrap was executed");
 
@@ -268,7 +214,7 @@ fn project_file_that_breaks_the_sandbox_refuses() {
     let world = World::new();
     world.git_repo();
     let sub = world.project.join("sub");
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         r#"mkdir -p sub && printf '[sandbox]\ndeny_read = ["/proc"]\n' > sub/.sbx.toml"#,
     );
@@ -360,7 +306,7 @@ fn sweep_never_renames_through_a_planted_link() {
     require_sandbox!();
     let world = World::new();
     world.git_repo();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         r#"mkdir -p sub && printf '[sandbox]\ndeny_write = ["y/.netrc", "y/.git-credentials"]\n' > sub/.sbx.toml"#,
     );
@@ -455,7 +401,7 @@ fn overlapping_runs_leave_no_envrc_in_place() {
 fn git_init_in_a_project_without_git_is_left_in_place() {
     require_sandbox!();
     let world = World::new();
-    let out = run_sh(&world, "git init -q && echo INIT-OK");
+    let out = Sbx.run_sh(&world, "git init -q && echo INIT-OK");
     assert_ok(&out);
     assert!(stdout(&out).contains("INIT-OK"), "{}", both(&out));
     assert!(world.project.join(".git").is_dir(), "{}", both(&out));
@@ -474,7 +420,7 @@ fn git_init_in_a_project_without_git_is_left_in_place() {
 fn git_init_with_keys_git_runs_is_reported() {
     require_sandbox!();
     let world = World::new();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "git init -q && git config diff.x.textconv 'touch /x' && git config core.sshCommand 'touch /y'",
     );
@@ -657,7 +603,7 @@ fn hooks_path_directory_is_read_only_in_every_spelling() {
             .output()
             .unwrap();
         assert_eq!(stdout(&seen).trim(), ".husky", "{name}: {}", both(&seen));
-        let out = run_sh(
+        let out = Sbx.run_sh(
             &world,
             "echo evil > .husky/pre-commit; echo evil >> .husky/pre-commit; rm -f .husky/pre-commit; mv .husky h2; echo new > .husky/post-checkout; true",
         );
@@ -694,7 +640,7 @@ fn missing_hooks_path_directory_created_by_the_command_is_moved_aside() {
         format!("{}[core]\n\thooksPath = .githooks\n", read(&gitconfig)),
     )
     .unwrap();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "mkdir .githooks && printf '#!/bin/sh\\ntouch /x\\n' > .githooks/pre-commit && chmod +x .githooks/pre-commit",
     );
@@ -718,7 +664,7 @@ fn git_commondir_created_inside_is_moved_aside() {
     let world = World::new();
     world.git_repo();
     let evil = world.project.join("evilgit");
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         &format!(
             "mkdir -p evilgit/hooks && printf '[core]\\n\\tfsmonitor = \"touch /x; echo\"\\n' > evilgit/config && echo {} > .git/commondir",
@@ -754,7 +700,7 @@ fn linked_worktree_files_cannot_redirect_git() {
     );
     let admin = world.project.join(".git/worktrees/feat");
     let before = snapshot(&admin);
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "cd .git/worktrees/feat && echo /tmp/evil > commondir; echo /tmp/evil > gitdir; printf '[core]\\n\\tfsmonitor = x\\n' > config.worktree; true",
     );
@@ -798,7 +744,7 @@ fn env_directory_cannot_be_renamed_out_of_the_scan() {
     let world = World::new();
     let env = world.project.join("config/.env");
     util::write(&env, SECRET);
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "cat config/.env; mv config node_modules && echo MOVED; true",
     );
@@ -811,7 +757,7 @@ fn env_directory_cannot_be_renamed_out_of_the_scan() {
         "{}",
         both(&out)
     );
-    let out = run_sh(&world, "cat node_modules/.env config/.env; true");
+    let out = Sbx.run_sh(&world, "cat node_modules/.env config/.env; true");
     assert_ok(&out);
     assert_no_secret(&out);
 }
@@ -823,7 +769,7 @@ fn env_directory_cannot_be_renamed_out_of_the_scan() {
 #[test]
 fn env_directory_made_unreadable_stays_masked() {
     require_sandbox!();
-    if euid_is_root() {
+    if util::euid_is_root() {
         eprintln!(
             "NOTE: running as root: sbx's scan reads directories whatever their mode, so this \
              only checks that the .env stays masked; the unprivileged run (.ci/run) is the real test"
@@ -834,9 +780,9 @@ fn env_directory_made_unreadable_stays_masked() {
         let app = world.project.join("app");
         util::write(&app.join(".env"), SECRET);
         util::write(&app.join("sub/.env"), SECRET);
-        let first = run_sh(&world, &format!("cat app/.env; chmod {mode:o} app; true"));
+        let first = Sbx.run_sh(&world, &format!("cat app/.env; chmod {mode:o} app; true"));
         let landed = std::fs::metadata(&app).unwrap().permissions().mode() & 0o777;
-        let second = run_sh(&world, "chmod 755 app; cat app/.env app/sub/.env; true");
+        let second = Sbx.run_sh(&world, "chmod 755 app; cat app/.env app/sub/.env; true");
         // Restored before any assertion, so the world can be removed.
         std::fs::set_permissions(&app, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_ok(&first);
@@ -906,7 +852,7 @@ fn git_planted_in_a_subdirectory_does_not_unmask_the_parent_env() {
     let world = World::new();
     world.git_repo();
     util::write(&world.project.join(".env"), SECRET);
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "mkdir -p sub && git init -q sub && mkdir -p empty/.git",
     );
@@ -1238,7 +1184,7 @@ fn linked_hooks_directory_target_is_read_only() {
     std::fs::remove_dir_all(world.project.join(".git/hooks")).unwrap();
     std::os::unix::fs::symlink("../githooks", world.project.join(".git/hooks")).unwrap();
     let planted = world.home.join("R3_linked_hooks");
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         &format!(
             "printf '#!/bin/sh\\ntouch {}\\n' > githooks/pre-commit && chmod +x githooks/pre-commit && echo planted",
@@ -1266,7 +1212,7 @@ fn linked_hooks_directory_target_is_read_only() {
 fn new_git_with_same_line_key_or_gitdir_file_is_caught() {
     require_sandbox!();
     let world = World::new();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "git init -q . && printf '[core] fsmonitor = \"touch /x; false\"\\n' >> .git/config",
     );
@@ -1276,7 +1222,7 @@ fn new_git_with_same_line_key_or_gitdir_file_is_caught() {
         both(&out)
     );
     let other = World::new();
-    let out = run_sh(&other, "echo 'gitdir: /tmp/somewhere' > .git");
+    let out = Sbx.run_sh(&other, "echo 'gitdir: /tmp/somewhere' > .git");
     assert!(
         !present(&other.project.join(".git")),
         "a .git file was left in place\n{}",
@@ -1313,7 +1259,7 @@ fn linked_git_directory_cannot_be_swapped() {
     std::fs::remove_file(world.project.join(".git")).unwrap();
     std::os::unix::fs::symlink(&gitdir, world.project.join(".git")).unwrap();
     let planted = world.home.join("R4_gitlink_hook");
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         &format!(
             "rm .git && git init -q . && printf '#!/bin/sh\\ntouch {}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
@@ -1347,7 +1293,7 @@ fn env_file_above_the_project_is_masked() {
     let world = World::new();
     let parent_env = world.project.parent().unwrap().join(".env");
     util::write(&parent_env, &format!("TOKEN={}\n", util::SECRET));
-    let out = run_sh(&world, "cat ../.env; cat \"$HOME/.env\"; echo done");
+    let out = Sbx.run_sh(&world, "cat ../.env; cat \"$HOME/.env\"; echo done");
     assert_no_secret(&out);
     assert!(stdout(&out).contains("done"), "{}", both(&out));
 }
@@ -1553,7 +1499,7 @@ fn main_worktree_config_worktree_is_protected() {
         &world.project,
         &["config", "extensions.worktreeConfig", "true"],
     );
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         r#"printf '[core]\n\thooksPath = evil-hooks\n' > .git/config.worktree; echo DONE"#,
     );
@@ -1575,7 +1521,7 @@ fn main_worktree_config_worktree_is_protected() {
     // An existing one is read-only, and its hooksPath directory too.
     std::fs::write(&planted, "[core]\n\thooksPath = githooks\n").unwrap();
     std::fs::create_dir_all(world.project.join("githooks")).unwrap();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         r#"echo x >> .git/config.worktree; echo '#!/bin/sh' > githooks/pre-commit; ls githooks"#,
     );
@@ -1621,7 +1567,7 @@ fn a_killed_sbx_leaves_its_sweep_to_the_next_run() {
     // The sandbox dies with sbx (--die-with-parent); give it a moment.
     std::thread::sleep(Duration::from_millis(300));
     assert!(envrc.exists(), "the scenario did not happen");
-    let out = run_sh(&world, "cat .envrc 2>/dev/null; echo NEXT-RAN");
+    let out = Sbx.run_sh(&world, "cat .envrc 2>/dev/null; echo NEXT-RAN");
     assert!(stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
     assert!(!envrc.exists(), ".envrc left in place: {}", both(&out));
     assert!(
@@ -1631,7 +1577,7 @@ fn a_killed_sbx_leaves_its_sweep_to_the_next_run() {
     );
     assert!(stderr(&out).contains("earlier sbx run"), "{}", both(&out));
     // Said once: the run after that has nothing to report.
-    let again = run_sh(&world, "true");
+    let again = Sbx.run_sh(&world, "true");
     assert!(
         !stderr(&again).contains("earlier sbx run"),
         "{}",
@@ -1734,7 +1680,7 @@ sleep 30"#,
         .status();
     let _ = child.wait();
     std::thread::sleep(Duration::from_millis(300));
-    let out = run_sh(&world, "echo NEXT-RAN");
+    let out = Sbx.run_sh(&world, "echo NEXT-RAN");
     assert_eq!(out.status.code(), Some(125), "{}", both(&out));
     assert!(!stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
     assert!(
@@ -1758,7 +1704,7 @@ fn too_many_submodule_git_dirs_are_refused_clearly() {
         std::fs::write(m.join("config"), "").unwrap();
     }
     let start = Instant::now();
-    let out = run_sh(&world, "echo RAN");
+    let out = Sbx.run_sh(&world, "echo RAN");
     assert!(start.elapsed() < Duration::from_secs(20), "{}", both(&out));
     assert_eq!(out.status.code(), Some(125), "{}", both(&out));
     assert!(!stdout(&out).contains("RAN"), "{}", both(&out));

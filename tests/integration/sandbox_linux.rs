@@ -20,63 +20,23 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::host::{
-    assert_no_secret, both, diff, kill_all, secret_files, shq, shq_path, snapshot, stdout,
-    tcp_listener, tcp_received, tool, unique, unix_listener, unix_received,
+    assert_line, assert_no_line_starting, assert_no_secret, both, diff, kill_all, secret_files,
+    shq, shq_path, snapshot, stdout, tcp_listener, tcp_received, tool, unique, unix_listener,
+    unix_received,
 };
 use crate::require_sandbox;
-use crate::util::{self, World, SECRET};
+use crate::util::{self, Runner, Sbx, World, SECRET};
 
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
-
-/// `sbx run -- sh -c SCRIPT` in the project, stdin closed.
-fn run_sh(world: &World, script: &str) -> Output {
-    run_sh_with(world, script, &[])
-}
-
-/// The same, with extra variables in sbx's environment.
-fn run_sh_with(world: &World, script: &str, env: &[(&str, &str)]) -> Output {
-    run(world, &["sh", "-c", script], env)
-}
-
-/// `sbx run -- ARGV` in the project, stdin closed.
-fn run(world: &World, argv: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = world.sbx_std();
-    cmd.arg("run").arg("--").args(argv).stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    if std::env::var_os("SBX_TEST_SHOW").is_some() {
-        eprintln!("=== {argv:?}\n{}", both(&out));
-    }
-    out
-}
 
 /// `sbx run -- python3 -c CODE ARGS...`.
 fn run_py(world: &World, code: &str, args: &[&str]) -> Output {
     let py = python();
     let mut argv = vec![py.to_str().unwrap(), "-c", code];
     argv.extend_from_slice(args);
-    run(world, &argv, &[])
-}
-
-/// Assert a marker line printed by the command (a positive control).
-fn assert_line(out: &Output, line: &str) {
-    assert!(
-        stdout(out).lines().any(|l| l == line),
-        "expected the line {line:?}:\n{}",
-        both(out)
-    );
-}
-
-fn assert_no_line_starting(out: &Output, prefix: &str) {
-    assert!(
-        !stdout(out).lines().any(|l| l.starts_with(prefix)),
-        "unexpected line starting with {prefix:?}:\n{}",
-        both(out)
-    );
+    Sbx.run(world, &[], &argv, &[])
 }
 
 /// How a host process's command line (arguments joined by spaces) is matched.
@@ -184,7 +144,7 @@ fn writes_in_project_and_tmp_reach_the_host() {
     require_sandbox!();
     let world = World::new();
     let tmp_file = PathBuf::from(format!("/tmp/sbx-test-{}", unique(1)));
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         &format!(
             "echo in-project > made.txt && mkdir -p 'sub dir' && echo nested > 'sub dir/f' && echo in-tmp > {}",
@@ -223,7 +183,7 @@ fn git_works_in_a_repository() {
     require_sandbox!();
     let world = World::new();
     world.git_repo();
-    let out = run_sh_with(
+    let out = Sbx.run_sh_env(
         &world,
         "set -e
          git status --short
@@ -285,7 +245,7 @@ fn project_path_with_a_space_works() {
     require_sandbox!();
     let world = World::new();
     assert!(world.project.to_str().unwrap().contains(' '));
-    let out = run_sh(&world, "pwd && echo ok > 'a file with spaces.txt'");
+    let out = Sbx.run_sh(&world, "pwd && echo ok > 'a file with spaces.txt'");
     assert!(out.status.success(), "{}", both(&out));
     assert_eq!(stdout(&out), format!("{}\n", world.project.display()));
     assert!(world.project.join("a file with spaces.txt").is_file());
@@ -302,7 +262,7 @@ fn writes_outside_writable_roots_are_refused() {
     let outside = world.root.join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     symlink(&outside, world.project.join("out-link")).unwrap();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "echo pwn > \"$HOME/pwned-home\"
          echo pwn > ../pwned-parent
@@ -359,7 +319,7 @@ fn credentials_are_unreadable_directly() {
     // Listing and searching the directories must not leak either.
     script
         .push_str("grep -r . \"$HOME\" 2>/dev/null | grep -v '^Binary' ; ls -laR \"$HOME\" 2>&1\n");
-    let out = run_sh(&world, &script);
+    let out = Sbx.run_sh(&world, &script);
     assert_no_secret(&out);
     assert_line(&out, "# rc");
     assert_eq!(
@@ -391,7 +351,7 @@ fn credentials_are_unreadable_through_a_project_symlink() {
     }
     symlink(world.home.join(".bashrc"), world.project.join("rc-link")).unwrap();
     paths.push("rc-link".into());
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         &(cat_each(&paths) + "cat link*/* dirlink*/* dirlink*/*/* 2>&1\n"),
     );
@@ -418,7 +378,7 @@ fn credentials_are_unreadable_through_proc_self_root() {
             .iter()
             .map(|f| format!("/proc/1/root{}", world.home.join(f).display())),
     );
-    let out = run_sh(&world, &cat_each(&paths));
+    let out = Sbx.run_sh(&world, &cat_each(&paths));
     assert_no_secret(&out);
     assert_line(&out, "# rc");
 }
@@ -427,7 +387,7 @@ fn credentials_are_unreadable_through_proc_self_root() {
 fn credentials_cannot_be_moved_copied_or_linked_into_the_project() {
     require_sandbox!();
     let world = World::new();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "mv \"$HOME/.aws/credentials\" ./moved ; cat ./moved
          mv \"$HOME/.aws\" ./aws-dir ; cat ./aws-dir/credentials
@@ -479,7 +439,7 @@ fn env_files_are_unreadable_but_templates_are() {
            echo overwritten > .env ; echo overwritten > sub/.env.local
            mv a/b/c/d/.env.production moved ; cat moved 2>&1
            echo ok > control.txt";
-    let out = run_sh(&world, &script);
+    let out = Sbx.run_sh(&world, &script);
     assert_no_secret(&out);
     assert_line(&out, "TOKEN=example-value");
     // Host side: the files are unchanged, the control write worked.
@@ -502,7 +462,7 @@ fn symlinked_credential_dir_is_masked_at_both_spellings() {
     std::fs::rename(world.home.join(".aws"), dotfiles.join("aws")).unwrap();
     symlink("dotfiles/aws", world.home.join(".aws")).unwrap();
     util::write(&dotfiles.join("other.txt"), "dotfiles readable\n");
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         &(cat_each(&[
             world.home.join(".aws/credentials").to_str().unwrap().into(),
@@ -534,7 +494,7 @@ fn runs_later_files_are_read_only() {
     let hooks_before = snapshot(&world.project.join(".git/hooks"));
     let vscode_before = snapshot(&world.project.join(".vscode"));
     let config_before = std::fs::read_to_string(world.project.join(".git/config")).unwrap();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/pre-commit
          printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/post-checkout
@@ -603,7 +563,7 @@ fn missing_git_hooks_cannot_be_created() {
         stdout(&out)
     };
     let before = status();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "mkdir -p .git/hooks ; touch .git/hooks/pre-push
          printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/pre-commit
@@ -643,7 +603,7 @@ fn nested_namespace_cannot_remount_root_writable() {
     require_sandbox!();
     let world = World::new();
     let target = world.home.join("remount-pwn");
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         &format!(
             "export T={t}
@@ -668,7 +628,7 @@ fn nested_namespace_cannot_remount_root_writable() {
 fn credential_env_vars_are_removed() {
     require_sandbox!();
     let world = World::new();
-    let out = run_sh_with(
+    let out = Sbx.run_sh_env(
         &world,
         "env",
         &[
@@ -710,7 +670,7 @@ fn env_passthrough_keeps_a_named_variable() {
     require_sandbox!();
     let world = World::new();
     world.user_config("[sandbox]\nenv_passthrough = [\"MY_API_KEY\"]\n");
-    let out = run_sh_with(
+    let out = Sbx.run_sh_env(
         &world,
         "env",
         &[
@@ -736,7 +696,7 @@ fn host_processes_are_invisible_and_unkillable() {
         .spawn()
         .unwrap();
     let pid = host.id();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         &format!(
             "P={pid} D={frac}
@@ -809,7 +769,7 @@ fn host_loopback_is_unreachable() {
     }
     let world = World::new();
     let (listener, port) = tcp_listener();
-    let out = run_sh(&world, &tcp_probe_script(port));
+    let out = Sbx.run_sh(&world, &tcp_probe_script(port));
     assert_line(&out, "RAN");
     let got = tcp_received(&listener, LISTEN_GRACE);
     assert!(
@@ -830,7 +790,7 @@ fn network_allow_reaches_host_loopback() {
     let world = World::new();
     world.user_config("[sandbox]\nnetwork = \"allow\"\n");
     let (listener, port) = tcp_listener();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         &format!("bash -c 'echo hi-bash > /dev/tcp/127.0.0.1/{port}' && echo BASH-CONNECTED"),
     );
@@ -1060,7 +1020,7 @@ p.kill()
     }
     // strace, when installed, as a second opinion (optional: CI lacks it).
     if let Some(strace) = Some(PathBuf::from("/usr/bin/strace")).filter(|p| p.is_file()) {
-        let out = run_sh(
+        let out = Sbx.run_sh(
             &world,
             &format!(
                 "sleep {d} & {s} -p $! -e trace=none -o /dev/null & S=$!; sleep 0.5; kill $S 2>/dev/null; wait $S; echo \"strace=$?\"",
@@ -1121,7 +1081,7 @@ fn background_jobs_die_with_the_command() {
     let duration = unique(31);
     let needle = format!("sleep {duration}");
     let start = Instant::now();
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         &format!("sleep {duration} >/dev/null 2>&1 & echo $!"),
     );
@@ -1246,10 +1206,10 @@ fn nothing_changes_on_the_host_but_allowed_writes() {
     std::fs::remove_file(world.home.join(".netrc")).unwrap();
     // sbx's own first-run files (its cache) are written by the trusted outer
     // stage; let a first run create them so the diff shows only the command.
-    let warmup = run_sh(&world, "true");
+    let warmup = Sbx.run_sh(&world, "true");
     assert!(warmup.status.success(), "{}", both(&warmup));
     let before = snapshot(&world.root);
-    let out = run_sh(
+    let out = Sbx.run_sh(
         &world,
         "touch \"$HOME/SBX_PWN\" ; mkdir -p \"$HOME/.config/autostart\" ; echo x >> \"$HOME/.bashrc\"
          echo x > ../parent-pwn ; echo x > ../../root-pwn
@@ -1502,7 +1462,7 @@ fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
         "echo \"npm=$npm_config_cache\"; echo \"go=$GOCACHE\"; echo \"uv=$UV_CACHE_DIR\"; \
                   touch \"$npm_config_cache/written\" && echo CACHE-WRITTEN; \
                   touch \"$HOME/.npm/written\" && echo OWN-WRITTEN";
-    let out = run_sh(&world, script);
+    let out = Sbx.run_sh(&world, script);
     let text = stdout(&out);
     let npm = text
         .lines()

@@ -79,11 +79,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::host::{
-    assert_absent, assert_no_secret, both, diff, kill_all, secret_files, shq, shq_path, snapshot,
-    stdout, tcp_listener, tcp_received, tool, unique, unix_listener, unix_received,
+    assert_absent, assert_line, assert_no_line_starting, assert_no_secret, both, diff, kill_all,
+    lines, secret_files, show, shq, shq_path, snapshot, stderr, stdout, tcp_listener, tcp_received,
+    tool, unique, unix_listener, unix_received,
 };
 use crate::require_sandbox;
-use crate::util::{self, World, SECRET};
+use crate::util::{self, Runner, World, SECRET};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -105,47 +106,30 @@ const GIT_IDENTITY: &[(&str, &str)] = &[
     ("GIT_COMMITTER_EMAIL", "t@example.invalid"),
 ];
 
-/// `sbx` in the world's isolated environment, plus the host's `TMPDIR`: on
-/// macOS it is the per-user `/var/folders/.../T`, which sbx makes writable
-/// and which the xcrun shims (`/usr/bin/git`, `/usr/bin/python3`) use.
-fn sbx_cmd(world: &World) -> Command {
-    let mut cmd = world.sbx_std();
-    if let Some(t) = std::env::var_os("TMPDIR") {
-        cmd.env("TMPDIR", t);
+/// sbx as the macOS suite starts it: the world's isolated environment plus
+/// the host's `TMPDIR`, system tools by their full paths, and every run killed
+/// after [`LIMIT`].
+struct Seatbelt;
+
+impl Runner for Seatbelt {
+    const SH: &'static str = "/bin/sh";
+    const GIT: &'static str = "/usr/bin/git";
+    const LIMIT: Duration = LIMIT;
+
+    /// `sbx` in the world's isolated environment, plus the host's `TMPDIR`:
+    /// on macOS it is the per-user `/var/folders/.../T`, which sbx makes
+    /// writable and which the xcrun shims (`/usr/bin/git`,
+    /// `/usr/bin/python3`) use.
+    fn sbx_cmd(&self, world: &World) -> Command {
+        let mut cmd = world.sbx_std();
+        if let Some(t) = std::env::var_os("TMPDIR") {
+            cmd.env("TMPDIR", t);
+        }
+        cmd
     }
-    cmd
-}
 
-/// `sbx run FLAGS -- ARGV` in the project, stdin closed.
-fn run_with(world: &World, flags: &[&str], argv: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = sbx_cmd(world);
-    cmd.arg("run").args(flags).arg("--").args(argv);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = output_within(cmd, LIMIT, false);
-    show(&format!("{flags:?} {argv:?}"), &out);
-    out
-}
-
-/// `sbx run -- /bin/sh -c SCRIPT`.
-fn run_sh(world: &World, script: &str) -> Output {
-    run_with(world, &[], &["/bin/sh", "-c", script], &[])
-}
-
-/// `sbx run FLAGS -- /bin/sh -c SCRIPT`.
-fn run_sh_flags(world: &World, flags: &[&str], script: &str) -> Output {
-    run_with(world, flags, &["/bin/sh", "-c", script], &[])
-}
-
-/// `sbx run -- /bin/sh -c SCRIPT` with extra variables.
-fn run_sh_env(world: &World, script: &str, env: &[(&str, &str)]) -> Output {
-    run_with(world, &[], &["/bin/sh", "-c", script], env)
-}
-
-fn show(what: &str, out: &Output) {
-    if std::env::var_os("SBX_TEST_SHOW").is_some() {
-        eprintln!("=== {what}\n{}", both(out));
+    fn output(&self, cmd: Command) -> Output {
+        output_within(cmd, LIMIT, false)
     }
 }
 
@@ -212,31 +196,6 @@ fn host(program: &str, args: &[&str], limit: Duration) -> Output {
     let out = output_within(cmd, limit, false);
     show(&format!("host: {program} {args:?}"), &out);
     out
-}
-
-/// Assert a marker line printed by the command (a positive control).
-fn assert_line(out: &Output, line: &str) {
-    assert!(
-        lines(out).iter().any(|l| l == line),
-        "expected the line {line:?}:\n{}",
-        both(out)
-    );
-}
-
-fn assert_no_line_starting(out: &Output, prefix: &str) {
-    assert!(
-        !lines(out).iter().any(|l| l.starts_with(prefix)),
-        "unexpected line starting with {prefix:?}:\n{}",
-        both(out)
-    );
-}
-
-/// stdout lines, without the `\r` a terminal adds.
-fn lines(out: &Output) -> Vec<String> {
-    stdout(out)
-        .lines()
-        .map(|l| l.trim_end_matches('\r').to_string())
-        .collect()
 }
 
 /// Whether checks that touch the user's session (apps, keychain,
@@ -438,7 +397,7 @@ fn writes_in_project_tmp_and_tmpdir_reach_the_host() {
     let world = World::new();
     let name = format!("sbx-test-{}", unique(1));
     let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         &format!(
             "echo in-project > made.txt && mkdir -p 'sub dir' && echo nested > 'sub dir/f'
@@ -475,7 +434,7 @@ fn writes_in_project_tmp_and_tmpdir_reach_the_host() {
     }
     assert_line(&out, "NULL-OK");
     assert_line(&out, "STDERR-OK");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("to-stderr"));
+    assert!(stderr(&out).contains("to-stderr"));
 }
 
 #[test]
@@ -487,7 +446,7 @@ fn project_and_ordinary_home_files_are_readable() {
     require_sandbox!();
     let world = World::new();
     util::write(&world.project.join("notes.txt"), "project notes 123\n");
-    let out = run_sh(&world, "cat notes.txt; cat \"$HOME/.gitconfig\"; ls -la");
+    let out = Seatbelt.run_sh(&world, "cat notes.txt; cat \"$HOME/.gitconfig\"; ls -la");
     assert!(out.status.success(), "{}", both(&out));
     assert_line(&out, "project notes 123");
     // Broad read: an ordinary dotfile outside the project is readable.
@@ -505,7 +464,7 @@ fn system_git_init_status_and_commit_work() {
         return;
     };
     let world = World::new();
-    let out = run_sh_env(
+    let out = Seatbelt.run_sh_env(
         &world,
         &format!(
             "set -e
@@ -538,7 +497,7 @@ fn system_git_init_status_and_commit_work() {
 fn exit_code_comes_back() {
     require_sandbox!();
     let world = World::new();
-    let out = run_sh(&world, "echo before; exit 7");
+    let out = Seatbelt.run_sh(&world, "echo before; exit 7");
     assert_eq!(out.status.code(), Some(7), "{}", both(&out));
     assert_line(&out, "before");
 }
@@ -554,7 +513,7 @@ fn sandbox_execs_own_exit_codes_are_the_commands_when_it_ran() {
     // 65 and 71 are also what sandbox-exec exits with when it cannot apply
     // the profile or start the command: sbx checks, and passes them on.
     for code in [65, 71] {
-        let out = run_sh(&world, &format!("echo ran > ran-{code}; exit {code}"));
+        let out = Seatbelt.run_sh(&world, &format!("echo ran > ran-{code}; exit {code}"));
         assert_eq!(out.status.code(), Some(code), "{}", both(&out));
         assert!(world.project.join(format!("ran-{code}")).exists());
         assert!(!both(&out).contains("refused"), "{}", both(&out));
@@ -572,7 +531,7 @@ fn signals_sent_to_sbx_reach_the_command() {
     // sbx stays the parent of sandbox-exec (it serves the allowlist proxy
     // and checks sandbox-exec's exit): a supervisor's SIGTERM to sbx must
     // still reach the command, which can then clean up.
-    let mut child = sbx_cmd(&world)
+    let mut child = Seatbelt.sbx_cmd(&world)
         .args(["run", "--", "/bin/sh", "-c"])
         .arg("trap 'echo term > got-term; exit 9' TERM; echo up > up; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done")
         .stdin(Stdio::null())
@@ -605,7 +564,7 @@ fn sbx_inside_sbx_runs_the_command_in_the_outer_sandbox() {
     // again inside: the command runs in the sandbox it is already in, with
     // no warning, even with --require.
     let sbx = crate::util::sbx_path();
-    let out = run_with(
+    let out = Seatbelt.run(
         &world,
         &[],
         &[
@@ -680,7 +639,7 @@ fn check_runs_the_live_self_test() {
     require_sandbox!();
     let world = World::new();
     for flags in [&[][..], &["--read-only"][..]] {
-        let mut cmd = sbx_cmd(&world);
+        let mut cmd = Seatbelt.sbx_cmd(&world);
         cmd.arg("check").args(flags);
         let out = output_within(cmd, LIMIT, false);
         show("check", &out);
@@ -724,7 +683,7 @@ fn user_lookup_works() {
     let expected = stdout(&Command::new("id").arg("-un").output().unwrap());
     let expected = expected.trim();
     assert!(!expected.is_empty());
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         "echo \"id=$(id -un)\"; echo \"whoami=$(whoami)\"; echo \"tilde=$(cd ~ && pwd)\"",
     );
@@ -743,7 +702,7 @@ fn job_control_signals_work_inside() {
     require_sandbox!();
     let world = World::new();
     let start = Instant::now();
-    let out = run_with(
+    let out = Seatbelt.run(
         &world,
         &[],
         &[
@@ -775,7 +734,7 @@ fn python_multiprocessing_lock_works() {
         return;
     };
     let world = World::new();
-    let out = run_with(
+    let out = Seatbelt.run(
         &world,
         &[],
         &[
@@ -800,7 +759,7 @@ fn pty_and_raw_mode_work() {
         return;
     };
     let world = World::new();
-    let mut cmd = sbx_cmd(&world);
+    let mut cmd = Seatbelt.sbx_cmd(&world);
     cmd.args([
         "run",
         "--",
@@ -836,7 +795,7 @@ fn awkward_project_path_works() {
     let project = world.home.join("p q\"r\\s (x);é");
     std::fs::create_dir_all(&project).unwrap();
     let project = std::fs::canonicalize(project).unwrap();
-    let mut cmd = sbx_cmd(&world);
+    let mut cmd = Seatbelt.sbx_cmd(&world);
     cmd.current_dir(&project).args([
         "run",
         "--",
@@ -871,7 +830,7 @@ fn writes_outside_writable_roots_are_refused() {
     std::fs::create_dir_all(&outside).unwrap();
     symlink(&outside, world.project.join("out-link")).unwrap();
     let shared = PathBuf::from(format!("/Users/Shared/sbx-test-{}", unique(2)));
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         &format!(
             "echo pwn > \"$HOME/pwned-home\"
@@ -956,7 +915,7 @@ fn credentials_are_unreadable_directly() {
         "ls -a \"$HOME/.ssh\" 2>/dev/null | sed 's/^/SSH-LIST /'
          grep -r . \"$HOME\" 2>&1 ; ls -laR \"$HOME\" 2>&1\n",
     );
-    let out = run_sh(&world, &script);
+    let out = Seatbelt.run_sh(&world, &script);
     assert_no_secret(&out);
     for p in &paths {
         assert_line(&out, &format!("attempted {p}"));
@@ -994,7 +953,7 @@ fn credential_case_variants_are_unreadable() {
             "this volume is case-sensitive, so ~/.SSH does not exist and proves nothing",
         );
     }
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         "cat \"$HOME/.SSH/id_ed25519\" \"$HOME/.Ssh/ID_ED25519\" \"$HOME/.AWS/credentials\" \"$HOME/.NETRC\" \"$HOME/.Config/GH/hosts.yml\"
          ls -la \"$HOME/.SSH\" \"$HOME/.AWS\"
@@ -1044,7 +1003,7 @@ fn credentials_are_unreadable_through_a_project_symlink() {
         script.push_str(&format!("cat {} ; echo \"attempted $?\"\n", shq(p)));
     }
     script.push_str("cat rc-link\ncat link*/* dirlink*/* dirlink*/*/* 2>&1\n");
-    let out = run_sh(&world, &script);
+    let out = Seatbelt.run_sh(&world, &script);
     assert_no_secret(&out);
     assert_eq!(
         stdout(&out).matches("attempted").count(),
@@ -1086,7 +1045,7 @@ fn credentials_are_unreadable_through_the_data_volume_spelling() {
         shq_path(&data(&world.home.join(".ssh"))),
         shq_path(&data(&world.home.join(".bashrc")))
     ));
-    let out = run_sh(&world, &script);
+    let out = Seatbelt.run_sh(&world, &script);
     assert_no_secret(&out);
     // Positive control: the same spelling of an ordinary file reads.
     assert_line(&out, "# rc");
@@ -1101,7 +1060,7 @@ fn credentials_cannot_be_linked_cloned_moved_or_copied_into_the_project() {
     require_sandbox!();
     let world = World::new();
     util::write(&world.project.join(".env"), &format!("TOKEN={SECRET}\n"));
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         "ln \"$HOME/.ssh/id_ed25519\" ./hard-ssh ; cat ./hard-ssh
          ln \"$HOME/.netrc\" ./hard-netrc ; cat ./hard-netrc
@@ -1160,7 +1119,7 @@ fn hard_links_and_clones_of_ordinary_files_work() {
     require_sandbox!();
     let world = World::new();
     util::write(&world.project.join("plain.txt"), "plain\n");
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         "ln plain.txt plain-hard && echo HARDLINK-OK
          cp -c plain.txt plain-clone && echo CLONE-OK",
@@ -1197,7 +1156,7 @@ fn env_files_are_unreadable_and_unmovable_but_templates_are_readable() {
     }
     util::write(&world.project.join(".env.example"), "TOKEN=example-value\n");
     util::write(&world.project.join(".envrc.txt"), "not an env file\n");
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         "cat .env sub/.env.local a/b/c/d/.env.production
          grep -r TOKEN . 2>&1
@@ -1257,7 +1216,7 @@ fn symlinked_credential_dir_is_denied_at_both_spellings() {
     std::fs::rename(world.home.join(".aws"), dotfiles.join("aws")).unwrap();
     symlink("dotfiles/aws", world.home.join(".aws")).unwrap();
     util::write(&dotfiles.join("other.txt"), "dotfiles readable\n");
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         "cat \"$HOME/.aws/credentials\" \"$HOME/dotfiles/aws/credentials\"
          ls -la \"$HOME/.aws/\" \"$HOME/dotfiles/aws/\" 2>&1
@@ -1291,7 +1250,7 @@ fn runs_later_files_are_read_only() {
     let hooks_before = snapshot(&world.project.join(".git/hooks"));
     let vscode_before = snapshot(&world.project.join(".vscode"));
     let config_before = std::fs::read_to_string(world.project.join(".git/config")).unwrap();
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         "printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/pre-commit
          printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/post-checkout
@@ -1355,7 +1314,7 @@ fn missing_runs_later_paths_cannot_be_created() {
     let world = World::new();
     world.git_repo();
     std::fs::remove_dir_all(world.project.join(".git/hooks")).unwrap();
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         "mkdir -p .git/hooks ; touch .git/hooks/pre-push
          printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/x
@@ -1408,7 +1367,7 @@ fn project_root_cannot_be_moved_away() {
     let world = World::new();
     util::write(&world.project.join(".env"), &format!("TOKEN={SECRET}\n"));
     let target = PathBuf::from(format!("/private/tmp/sbx-moved-{}", unique(3)));
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         &format!(
             "mv \"$PWD\" {t} ; cat {t}/.env ; echo ok > control.txt",
@@ -1456,7 +1415,7 @@ fn open_cannot_launch_anything_outside() {
     )
     .unwrap();
     std::fs::set_permissions(&command_file, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         &format!(
             "{open} -a TextEdit ; echo \"textedit=$?\"
@@ -1512,7 +1471,7 @@ fn osascript_cannot_drive_other_apps() {
     let world = World::new();
     let before = pgrep_exact("Terminal");
     let marker = world.root.join("terminal-ran");
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         &format!(
             "{osa} -e 'return \"OSA-\" & \"ALIVE\"'
@@ -1622,7 +1581,7 @@ fn login_keychain_items_are_unreadable() {
         script.push_str(&find_password_line(&service, Some(Path::new(&default_kc))));
     }
     script.push_str("\necho RAN");
-    let out = run_sh(&world, &script);
+    let out = Seatbelt.run_sh(&world, &script);
     assert_line(&out, "RAN");
     assert_no_secret(&out);
     assert_no_line_starting(&out, "FOUND=0");
@@ -1691,7 +1650,7 @@ fn keychain_in_home_is_unreadable_even_with_network_allow() {
     // `network = "allow"` grants SecurityServer (TLS needs it): the file
     // rule on ~/Library/Keychains must hold on its own. Deny mode as well.
     for flags in [&["--network", "allow"][..], &[][..]] {
-        let out = run_sh_flags(&world, flags, &script);
+        let out = Seatbelt.run_sh_flags(&world, flags, &script);
         assert_line(&out, "RAN");
         assert_no_secret(&out);
         assert_no_line_starting(&out, "FOUND=0");
@@ -1728,7 +1687,7 @@ fn pasteboard_is_out_of_reach() {
         );
         return;
     }
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         "/usr/bin/pbpaste ; echo ; echo sbx-wrote-this | /usr/bin/pbcopy ; echo RAN",
     );
@@ -1762,7 +1721,7 @@ fn host_processes_cannot_be_signalled() {
         .spawn()
         .unwrap();
     let pid = victim.id();
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         &format!(
             "kill {pid} ; echo \"kill=$?\"
@@ -1804,7 +1763,7 @@ fn background_job_that_outlives_sbx_stays_sandboxed() {
     require_sandbox!();
     let world = World::new();
     let duration = unique(1);
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         &format!(
             "(sleep {duration}; echo late > \"$HOME/late-pwn\"; echo late > late-ok.txt) >/dev/null 2>&1 &
@@ -1836,7 +1795,7 @@ fn background_job_that_outlives_sbx_stays_sandboxed() {
 fn credential_env_vars_are_removed() {
     require_sandbox!();
     let world = World::new();
-    let out = run_sh_env(
+    let out = Seatbelt.run_sh_env(
         &world,
         "env",
         &[
@@ -1877,7 +1836,7 @@ fn network_deny_refuses_dns_loopback_and_unix_sockets() {
         connect = connect_script(port, &sock.path),
         p = shq_path(&in_project),
     );
-    let out = run_sh(&world, &script);
+    let out = Seatbelt.run_sh(&world, &script);
     assert_line(&out, "RAN");
     let got = tcp_received(&tcp, LISTEN_GRACE);
     assert!(
@@ -1935,7 +1894,7 @@ fn network_allow_reaches_the_internet_and_loopback_but_not_unix_sockets() {
     let world = World::new();
     let (tcp, port) = tcp_listener();
     let sock = TmpSocket::new(9);
-    let out = run_sh_flags(
+    let out = Seatbelt.run_sh_flags(
         &world,
         &["--network", "allow"],
         &format!(
@@ -2050,14 +2009,14 @@ fn network_allow_lets_node_and_go_verify_tls() {
     let url = "https://example.com/";
     if let Some(node) = on_path("node") {
         let node = node.to_str().unwrap();
-        let out = run_with(
+        let out = Seatbelt.run(
             &world,
             &["--network", "allow"],
             &[node, "-e", NODE_GET, url],
             &[],
         );
         assert_line(&out, "STATUS 200");
-        let denied = run_with(&world, &[], &[node, "-e", NODE_GET, url], &[]);
+        let denied = Seatbelt.run(&world, &[], &[node, "-e", NODE_GET, url], &[]);
         assert_no_line_starting(&denied, "STATUS");
     }
     if let Some(go) = on_path("go") {
@@ -2076,9 +2035,9 @@ fn network_allow_lets_node_and_go_verify_tls() {
             .unwrap();
         assert!(built.status.success(), "go build: {}", both(&built));
         let bin = bin.to_str().unwrap();
-        let out = run_with(&world, &["--network", "allow"], &[bin, url], &[]);
+        let out = Seatbelt.run(&world, &["--network", "allow"], &[bin, url], &[]);
         assert_line(&out, "STATUS 200");
-        let denied = run_with(&world, &[], &[bin, url], &[]);
+        let denied = Seatbelt.run(&world, &[], &[bin, url], &[]);
         assert_no_line_starting(&denied, "STATUS");
     }
 }
@@ -2095,7 +2054,7 @@ fn network_allowlist_refuses_dns_and_direct_connections() {
     let (other, other_port) = tcp_listener();
     // The listed listener is reached through the proxy (positive control);
     // DNS, a direct connection to it, and any other port are not.
-    let out = run_sh_flags(
+    let out = Seatbelt.run_sh_flags(
         &world,
         &[
             "--network",
@@ -2150,7 +2109,7 @@ fn read_only_mode_reads_the_project_only_and_writes_nothing() {
     let world = World::new();
     util::write(&world.project.join("notes.txt"), "project notes 456\n");
     let ro = ["--read-only"];
-    let run = |argv: &[&str]| run_with(&world, &ro, argv, &[]);
+    let run = |argv: &[&str]| Seatbelt.run(&world, &ro, argv, &[]);
 
     // The loader works: no SIGABRT for plain system binaries.
     let t = run(&["/usr/bin/true"]);
@@ -2230,7 +2189,7 @@ fn nothing_changes_on_the_host_but_allowed_writes() {
     std::fs::remove_dir_all(world.home.join(".kube")).unwrap();
     std::fs::remove_file(world.home.join(".netrc")).unwrap();
     let before = snapshot(&world.root);
-    let out = run_sh(
+    let out = Seatbelt.run_sh(
         &world,
         "touch \"$HOME/SBX_PWN\" ; mkdir -p \"$HOME/Library/LaunchAgents\" ; echo x >> \"$HOME/.bashrc\"
          echo x > ../parent-pwn ; echo x > ../../root-pwn
@@ -2305,7 +2264,7 @@ print(r.stdout, r.stderr)
 "#;
     for use_sbx in [false, true] {
         let sock = TmpSocket::new(if use_sbx { 11 } else { 12 });
-        let env_source = sbx_cmd(&world);
+        let env_source = Seatbelt.sbx_cmd(&world);
         let mut cmd = Command::new(py);
         cmd.arg("-c")
             .arg(parent_code)

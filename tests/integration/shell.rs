@@ -14,10 +14,9 @@ use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::host::{shq, shq_path};
+use crate::host::{both, shq, shq_path};
 use crate::require_sandbox;
 use crate::util::{self, sbx_path, World, DEADLINE, SECRET};
 
@@ -132,15 +131,6 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    )
-}
-
 /// A host tool the test needs; `None` (and a note) when it is missing, so the
 /// test is skipped rather than failed on a machine without it.
 /// A tool the test needs: skipped loudly when missing, and a failure when
@@ -149,14 +139,11 @@ fn tool(path: &str) -> Option<PathBuf> {
     crate::host::tool(&[path]).map(PathBuf::from)
 }
 
-/// A number no other test in this run uses, to tell our processes apart.
+/// A number no other test in this run uses, to tell our processes apart:
+/// [`unique`](crate::host::unique) without its dot, so that, as a `sleep`
+/// duration, it outlasts the test.
 fn unique(base: u32) -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{base}{:04}{:03}",
-        std::process::id() % 10_000,
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    crate::host::unique(base).replace('.', "")
 }
 
 /// Host PIDs of processes whose argv is exactly `argv`.
@@ -316,8 +303,8 @@ fn output_and_status_match_bash_byte_for_byte() {
             mismatches.push(format!(
                 "=== {:?}\n--- sbx: {}\n--- bash: {}",
                 case.args,
-                show(&ours),
-                show(&theirs)
+                both(&ours),
+                both(&theirs)
             ));
         }
     }
@@ -377,10 +364,10 @@ fn dash_c_variants_as_clients_send_them() {
         text(&out.stdout),
         "c-ok\nlc-ok\nc-l-ok\nec-first\nec-status=1\nzero one one two\n",
         "{}",
-        show(&out)
+        both(&out)
     );
-    assert_eq!(text(&out.stderr), "", "{}", show(&out));
-    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(text(&out.stderr), "", "{}", both(&out));
+    assert!(out.status.success(), "{}", both(&out));
 }
 
 #[test]
@@ -405,7 +392,7 @@ fn awkward_strings_survive_quoting() {
     args.extend(awkward);
     let out = output(sbx(&world, &args), None);
     let want: String = awkward.iter().map(|a| format!("[{a}]\n")).collect();
-    assert_eq!(text(&out.stdout), want, "{}", show(&out));
+    assert_eq!(text(&out.stdout), want, "{}", both(&out));
     assert_eq!(text(&out.stderr), "");
     // Inside the command string itself, quoted for bash.
     let command: String = awkward
@@ -413,7 +400,7 @@ fn awkward_strings_survive_quoting() {
         .map(|a| format!("printf '[%s]\\n' {}\n", shq(a)))
         .collect();
     let out = output(sbx(&world, &["-c", &command]), None);
-    assert_eq!(text(&out.stdout), want, "{}", show(&out));
+    assert_eq!(text(&out.stdout), want, "{}", both(&out));
     // Double quotes, `$` and backslashes interpreted by bash, and a newline
     // inside the command string.
     let out = output(
@@ -430,7 +417,7 @@ fn awkward_strings_survive_quoting() {
         text(&out.stdout),
         "[x y] $v $v a\\b q\"q\nsecond-line\n",
         "{}",
-        show(&out)
+        both(&out)
     );
 }
 
@@ -439,7 +426,7 @@ fn script_on_stdin_when_shell_names_sbx() {
     require_sandbox!();
     let world = World::new();
     let out = output(host_sh(&world, "echo 'echo hi' | \"$SHELL\""), None);
-    assert_eq!(text(&out.stdout), "hi\n", "{}", show(&out));
+    assert_eq!(text(&out.stdout), "hi\n", "{}", both(&out));
     assert_eq!(text(&out.stderr), "");
     assert!(out.status.success());
     // A script with state, stderr and a status of its own.
@@ -447,8 +434,8 @@ fn script_on_stdin_when_shell_names_sbx() {
         sbx(&world, &[]),
         Some(b"x=5\necho $((x * 2))\necho to-err >&2\nexit 4\n"),
     );
-    assert_eq!(text(&out.stdout), "10\n", "{}", show(&out));
-    assert_eq!(text(&out.stderr), "to-err\n", "{}", show(&out));
+    assert_eq!(text(&out.stdout), "10\n", "{}", both(&out));
+    assert_eq!(text(&out.stderr), "to-err\n", "{}", both(&out));
     assert_eq!(out.status.code(), Some(4));
     // `-s` with positional parameters.
     let out = output(
@@ -458,7 +445,7 @@ fn script_on_stdin_when_shell_names_sbx() {
         ),
         None,
     );
-    assert_eq!(text(&out.stdout), "2 [one] [two words]\n", "{}", show(&out));
+    assert_eq!(text(&out.stdout), "2 [one] [two words]\n", "{}", both(&out));
     assert_eq!(text(&out.stderr), "");
 }
 
@@ -484,10 +471,10 @@ echo into-the-log >&2
         text(&out.stdout),
         "1\nGROUPED-OUT\nGROUPED-ERR\n2\n",
         "{}",
-        show(&out)
+        both(&out)
     );
-    assert_eq!(text(&out.stderr), "", "{}", show(&out));
-    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(text(&out.stderr), "", "{}", both(&out));
+    assert!(out.status.success(), "{}", both(&out));
     // Host-side evidence: the files are in the project, with that content.
     let read = |name: &str| std::fs::read_to_string(world.project.join(name)).unwrap();
     assert_eq!(read("out.txt"), "to file\nmore\n");
@@ -515,7 +502,7 @@ fn exit_statuses_are_the_commands() {
             shell_status(ours.status),
             want,
             "{command}: {}",
-            show(&ours)
+            both(&ours)
         );
         assert_eq!(text(&ours.stdout), "", "{command}");
         assert_eq!(text(&ours.stderr), "", "{command}: nothing from sbx");
@@ -528,7 +515,7 @@ fn exit_statuses_are_the_commands() {
         .map(|(command, _)| format!("\"$SHELL\" -c {}; echo $?\n", shq(command)))
         .collect();
     let out = output(host_sh(&world, &script), None);
-    assert_eq!(text(&out.stdout), "0\n1\n7\n130\n137\n", "{}", show(&out));
+    assert_eq!(text(&out.stdout), "0\n1\n7\n130\n137\n", "{}", both(&out));
 }
 
 #[test]
@@ -551,7 +538,7 @@ fn dash_c_prints_nothing_of_its_own_on_stderr() {
     cmd.env("SHELL", "/bin/sh")
         .args(["-qec", &inner, "/dev/null"]);
     let out = output(cmd, None);
-    assert_eq!(text(&out.stdout), "hi\r\n", "{}", show(&out));
+    assert_eq!(text(&out.stdout), "hi\r\n", "{}", both(&out));
     assert!(out.status.success());
 }
 
@@ -567,14 +554,14 @@ fn dash_c_prints_warnings_and_the_banner_when_asked() {
     assert!(
         err.starts_with("⚠ sbx: ") && err.contains("no-such-dir") && err.contains("does not exist"),
         "{}",
-        show(&out)
+        both(&out)
     );
-    assert_eq!(err.lines().count(), 1, "{}", show(&out));
+    assert_eq!(err.lines().count(), 1, "{}", both(&out));
     // `banner = "always"` asks for the banner in -c mode too.
     world.user_config("[sandbox]\nbanner = \"always\"\n");
     let out = output(sbx(&world, &["-c", "echo hi"]), None);
     assert_eq!(text(&out.stdout), "hi\n");
-    assert!(text(&out.stderr).starts_with("🔒 sbx: "), "{}", show(&out));
+    assert!(text(&out.stderr).starts_with("🔒 sbx: "), "{}", both(&out));
 }
 
 #[test]
@@ -595,8 +582,8 @@ fn dash_c_returns_with_a_network_allowlist() {
             None,
             Duration::from_secs(15),
         );
-        assert_eq!(text(&out.stdout), "ok\n", "{}", show(&out));
-        assert!(out.status.success(), "{}", show(&out));
+        assert_eq!(text(&out.stdout), "ok\n", "{}", both(&out));
+        assert!(out.status.success(), "{}", both(&out));
     }
 }
 
@@ -609,11 +596,11 @@ fn dash_c_is_sandboxed() {
         sbx(&world, &["-c", &format!("touch {}", shq_path(&outside))]),
         None,
     );
-    assert!(!out.status.success(), "{}", show(&out));
+    assert!(!out.status.success(), "{}", both(&out));
     assert!(
         text(&out.stderr).contains("Read-only file system"),
         "{}",
-        show(&out)
+        both(&out)
     );
     assert!(
         !outside.exists(),
@@ -782,8 +769,8 @@ fn python_agent_harness_runs_commands_through_shell() {
     let mut cmd = client(&world, python);
     cmd.arg(&program).arg(SECRET);
     let out = output(cmd, None);
-    assert_eq!(text(&out.stdout), "CLIENT-OK\n", "{}", show(&out));
-    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(text(&out.stdout), "CLIENT-OK\n", "{}", both(&out));
+    assert!(out.status.success(), "{}", both(&out));
     assert!(!world.home.join("outside-client").exists());
     assert_eq!(
         std::fs::read_to_string(world.project.join("build/out.txt")).unwrap(),
@@ -814,15 +801,15 @@ fn tiocsti_is_refused_in_shell_mode_on_a_pty() {
     };
     // Control: the command does have a terminal on stdin.
     let out = run(&py("import os; print(os.isatty(0))"));
-    assert_eq!(text(&out.stdout), "True\r\n", "{}", show(&out));
+    assert_eq!(text(&out.stdout), "True\r\n", "{}", both(&out));
     let out = run(&py(
         "import fcntl,termios; fcntl.ioctl(0, termios.TIOCSTI, b\"x\")",
     ));
-    assert!(!out.status.success(), "{}", show(&out));
+    assert!(!out.status.success(), "{}", both(&out));
     assert!(
         text(&out.stdout).contains("Operation not permitted"),
         "{}",
-        show(&out)
+        both(&out)
     );
 }
 
@@ -849,7 +836,7 @@ impl Tmux {
 
     fn run(&self, args: &[&str]) -> String {
         let out = output(self.cmd(args), None);
-        assert!(out.status.success(), "tmux {args:?}: {}", show(&out));
+        assert!(out.status.success(), "tmux {args:?}: {}", both(&out));
         text(&out.stdout)
     }
 

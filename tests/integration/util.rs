@@ -6,7 +6,7 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 /// A fake user: home with secrets, a project, and the environment to run sbx in.
@@ -128,6 +128,81 @@ pub fn sbx_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_sbx")))
 }
 
+// ---------------------------------------------------------------------------
+// Running sbx
+// ---------------------------------------------------------------------------
+
+/// How a suite starts `sbx run`. [`Sbx`] starts it as the World does; a
+/// platform may add what it needs (`sandbox_macos::Seatbelt`: the host's
+/// `TMPDIR`, a deadline). The shared scenarios (`scenarios.rs`) take one, so
+/// each platform runs the same scenario code its own way.
+pub trait Runner {
+    /// The shell scripts run with.
+    const SH: &'static str;
+    /// The git a script calls.
+    const GIT: &'static str;
+    /// How long one run may take where a scenario sets a deadline itself.
+    const LIMIT: Duration;
+
+    /// `sbx` with the World's environment, in the project.
+    fn sbx_cmd(&self, world: &World) -> Command {
+        world.sbx_std()
+    }
+
+    /// Run `cmd` to its end, stdout and stderr captured.
+    fn output(&self, cmd: Command) -> Output;
+
+    /// `sbx run FLAGS -- ARGV` in the project, with extra variables in sbx's
+    /// environment, stdin closed. `SBX_TEST_SHOW=1` prints its output.
+    fn run(&self, world: &World, flags: &[&str], argv: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = self.sbx_cmd(world);
+        cmd.arg("run")
+            .args(flags)
+            .arg("--")
+            .args(argv)
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = self.output(cmd);
+        crate::host::show(&format!("{flags:?} {argv:?}"), &out);
+        out
+    }
+
+    /// `sbx run -- sh -c SCRIPT`.
+    fn run_sh(&self, world: &World, script: &str) -> Output {
+        self.run(world, &[], &[Self::SH, "-c", script], &[])
+    }
+
+    /// `sbx run FLAGS -- sh -c SCRIPT`.
+    fn run_sh_flags(&self, world: &World, flags: &[&str], script: &str) -> Output {
+        self.run(world, flags, &[Self::SH, "-c", script], &[])
+    }
+
+    /// `sbx run -- sh -c SCRIPT` with extra variables in sbx's environment.
+    fn run_sh_env(&self, world: &World, script: &str, env: &[(&str, &str)]) -> Output {
+        self.run(world, &[], &[Self::SH, "-c", script], env)
+    }
+}
+
+/// sbx as the World starts it: `sh` and `git` from PATH, no deadline of its
+/// own.
+pub struct Sbx;
+
+impl Runner for Sbx {
+    const SH: &'static str = "sh";
+    const GIT: &'static str = "git";
+    const LIMIT: Duration = DEADLINE;
+
+    fn output(&self, mut cmd: Command) -> Output {
+        cmd.output().unwrap()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Files and fakes
+// ---------------------------------------------------------------------------
+
 pub fn write(path: &Path, body: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, body).unwrap();
@@ -144,6 +219,56 @@ pub fn git(dir: &Path, args: &[&str]) {
         .status()
         .unwrap();
     assert!(status.success(), "git {args:?}");
+}
+
+/// Install an executable shell script at `dest` without this process ever
+/// holding a write descriptor on it: `install` writes it in a child that has
+/// exited before anyone executes it, so a concurrent fork in another test
+/// thread cannot make the exec fail with "Text file busy".
+pub fn install_script(dest: &Path, body: &str) {
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    let src = dest.with_file_name(format!(
+        "{}.src",
+        dest.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&src, body).unwrap();
+    let status = Command::new("install")
+        .arg("-m")
+        .arg("755")
+        .arg(&src)
+        .arg(dest)
+        .status()
+        .unwrap();
+    assert!(status.success(), "install {}", dest.display());
+    std::fs::remove_file(&src).unwrap();
+}
+
+/// What a real bubblewrap prints when user namespaces are refused.
+pub const UID_MAP_ERROR: &str = "bwrap: setting up uid map: Permission denied";
+
+/// A fake bwrap at `dir/bwrap` that prints `line` on stderr and exits 1,
+/// as a bubblewrap that cannot start the sandbox does. If `ran` is given,
+/// every execution also appends a line to that file.
+pub fn fake_bwrap(dir: &Path, line: &str, ran: Option<&Path>) -> PathBuf {
+    let path = dir.join("bwrap");
+    let record = ran
+        .map(|r| format!("echo ran >> {}\n", crate::host::shq_path(r)))
+        .unwrap_or_default();
+    install_script(
+        &path,
+        &format!("#!/bin/sh\n{record}echo '{line}' >&2\nexit 1\n"),
+    );
+    path
+}
+
+/// Whether this test process runs as root (its effective UID is 0).
+pub fn euid_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        .unwrap()
 }
 
 /// Whether real sandbox tests can run here. When they cannot, say why and
