@@ -233,6 +233,32 @@ pub fn unix_listener(path: &Path) -> UnixListener {
     l
 }
 
+/// A host Unix listener on a socket file, the file removed on drop.
+pub struct SocketFile {
+    pub path: PathBuf,
+    pub listener: UnixListener,
+}
+
+impl SocketFile {
+    /// A listener at `path` (see [`unix_listener`]).
+    pub fn at(path: PathBuf) -> SocketFile {
+        let listener = unix_listener(&path);
+        SocketFile { path, listener }
+    }
+
+    /// A listener in `/tmp` (a writable root: only the network rules can
+    /// keep a connect out).
+    pub fn tmp(base: u32) -> SocketFile {
+        SocketFile::at(PathBuf::from(format!("/tmp/sbx-{}.sock", unique(base))))
+    }
+}
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// What a non-blocking TCP listener received, once the sandboxed command has
 /// finished: a completed connection waits in the backlog even if never
 /// accepted, so `None` after `grace` means nobody connected. `Some(bytes)`:

@@ -27,6 +27,8 @@ mod profile;
 // Each bypass an adversarial review found, kept fixed.
 #[cfg(target_os = "linux")]
 mod regressions;
+// The enforcement scenarios Linux and macOS share, written once.
+mod scenarios;
 // Real bubblewrap runs on Linux: each grant beside its denial, judged by
 // host-side evidence.
 #[cfg(target_os = "linux")]

@@ -13,18 +13,18 @@
 //! them. `SBX_TEST_SHOW=1` prints every sandboxed run's output, to see why
 //! a check holds.
 
-use std::os::unix::fs::symlink;
 use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::host::{
-    assert_line, assert_no_line_starting, assert_no_secret, both, diff, kill_all, secret_files,
-    shq, shq_path, snapshot, stdout, tcp_listener, tcp_received, tool, unique, unix_listener,
-    unix_received,
+    assert_line, assert_no_line_starting, assert_no_secret, both, kill_all, secret_files, shq,
+    shq_path, snapshot, stdout, tcp_listener, tcp_received, tool, unique, unix_listener,
+    unix_received, SocketFile,
 };
 use crate::require_sandbox;
+use crate::scenarios::{self, cat_each};
 use crate::util::{self, Runner, Sbx, World, SECRET};
 
 // ---------------------------------------------------------------------------
@@ -143,26 +143,7 @@ for name in sys.argv[1:]:
 fn writes_in_project_and_tmp_reach_the_host() {
     require_sandbox!();
     let world = World::new();
-    let tmp_file = PathBuf::from(format!("/tmp/sbx-test-{}", unique(1)));
-    let out = Sbx.run_sh(
-        &world,
-        &format!(
-            "echo in-project > made.txt && mkdir -p 'sub dir' && echo nested > 'sub dir/f' && echo in-tmp > {}",
-            shq_path(&tmp_file)
-        ),
-    );
-    let tmp_body = std::fs::read_to_string(&tmp_file);
-    let _ = std::fs::remove_file(&tmp_file);
-    assert!(out.status.success(), "{}", both(&out));
-    assert_eq!(
-        std::fs::read_to_string(world.project.join("made.txt")).unwrap(),
-        "in-project\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(world.project.join("sub dir/f")).unwrap(),
-        "nested\n"
-    );
-    assert_eq!(tmp_body.unwrap(), "in-tmp\n");
+    scenarios::writes_in_project_and_tmp_reach_the_host(&Sbx, &world, Path::new("/tmp"), |_, _| {});
 }
 
 #[test]
@@ -219,25 +200,13 @@ fn git_works_in_a_repository() {
 #[test]
 fn exit_code_comes_back() {
     require_sandbox!();
-    let world = World::new();
-    world
-        .sbx()
-        .args(["run", "--", "sh", "-c", "exit 7"])
-        .assert()
-        .code(7);
+    scenarios::exit_code_comes_back(&Sbx);
 }
 
 #[test]
 fn stdin_reaches_the_command() {
     require_sandbox!();
-    let world = World::new();
-    world
-        .sbx()
-        .args(["run", "--", "cat"])
-        .write_stdin("piped input line\n")
-        .assert()
-        .success()
-        .stdout("piped input line\n");
+    scenarios::stdin_reaches_the_command(&Sbx);
 }
 
 #[test]
@@ -259,50 +228,12 @@ fn project_path_with_a_space_works() {
 fn writes_outside_writable_roots_are_refused() {
     require_sandbox!();
     let world = World::new();
-    let outside = world.root.join("outside");
-    std::fs::create_dir_all(&outside).unwrap();
-    symlink(&outside, world.project.join("out-link")).unwrap();
-    let out = Sbx.run_sh(
-        &world,
-        "echo pwn > \"$HOME/pwned-home\"
-         echo pwn > ../pwned-parent
-         echo pwn >> \"$HOME/.bashrc\"
-         echo pwn > out-link/pwned-link
-         mkdir out-link/pwned-dir
-         echo ok > control.txt",
-    );
-    assert!(!world.home.join("pwned-home").exists(), "{}", both(&out));
-    assert!(!world
-        .project
-        .parent()
-        .unwrap()
-        .join("pwned-parent")
-        .exists());
-    assert!(!outside.join("pwned-link").exists());
-    assert!(!outside.join("pwned-dir").exists());
-    assert_eq!(
-        std::fs::read_to_string(world.home.join(".bashrc")).unwrap(),
-        "# rc\n"
-    );
-    // Positive control: the same kind of write inside the project worked.
-    assert_eq!(
-        std::fs::read_to_string(world.project.join("control.txt")).unwrap(),
-        "ok\n"
-    );
+    scenarios::writes_outside_writable_roots_are_refused(&Sbx, &world, "", |_| {});
 }
 
 // ---------------------------------------------------------------------------
 // Credentials
 // ---------------------------------------------------------------------------
-
-/// A script that tries to read each path and prints a marker per attempt.
-fn cat_each(paths: &[String]) -> String {
-    let mut s = String::new();
-    for p in paths {
-        s.push_str(&format!("cat {} ; echo \"attempted $?\"\n", shq(p)));
-    }
-    s
-}
 
 #[test]
 fn credentials_are_unreadable_directly() {
@@ -334,29 +265,7 @@ fn credentials_are_unreadable_directly() {
 fn credentials_are_unreadable_through_a_project_symlink() {
     require_sandbox!();
     let world = World::new();
-    let files = secret_files(&world);
-    let mut paths = Vec::new();
-    for (i, f) in files.iter().enumerate() {
-        let link = world.project.join(format!("link{i}"));
-        symlink(world.home.join(f), &link).unwrap();
-        paths.push(format!("link{i}"));
-        // The top directory of the credential, linked as a directory.
-        let top = f.components().next().unwrap().as_os_str();
-        let dir_link = world.project.join(format!("dirlink{i}"));
-        symlink(world.home.join(top), &dir_link).unwrap();
-        let rest = f.strip_prefix(top).unwrap();
-        if !rest.as_os_str().is_empty() {
-            paths.push(format!("dirlink{i}/{}", rest.display()));
-        }
-    }
-    symlink(world.home.join(".bashrc"), world.project.join("rc-link")).unwrap();
-    paths.push("rc-link".into());
-    let out = Sbx.run_sh(
-        &world,
-        &(cat_each(&paths) + "cat link*/* dirlink*/* dirlink*/*/* 2>&1\n"),
-    );
-    assert_no_secret(&out);
-    assert_line(&out, "# rc");
+    scenarios::credentials_are_unreadable_through_a_project_symlink(&Sbx, &world, &[]);
 }
 
 #[test]
@@ -456,22 +365,7 @@ fn env_files_are_unreadable_but_templates_are() {
 #[test]
 fn symlinked_credential_dir_is_masked_at_both_spellings() {
     require_sandbox!();
-    let world = World::new();
-    let dotfiles = world.home.join("dotfiles");
-    std::fs::create_dir_all(&dotfiles).unwrap();
-    std::fs::rename(world.home.join(".aws"), dotfiles.join("aws")).unwrap();
-    symlink("dotfiles/aws", world.home.join(".aws")).unwrap();
-    util::write(&dotfiles.join("other.txt"), "dotfiles readable\n");
-    let out = Sbx.run_sh(
-        &world,
-        &(cat_each(&[
-            world.home.join(".aws/credentials").to_str().unwrap().into(),
-            dotfiles.join("aws/credentials").to_str().unwrap().into(),
-            dotfiles.join("other.txt").to_str().unwrap().into(),
-        ]) + "ls -la \"$HOME/.aws/\" \"$HOME/dotfiles/aws/\" 2>&1"),
-    );
-    assert_no_secret(&out);
-    assert_line(&out, "dotfiles readable");
+    scenarios::symlinked_credential_dir_is_unreadable_at_both_spellings(&Sbx);
 }
 
 // ---------------------------------------------------------------------------
@@ -481,70 +375,7 @@ fn symlinked_credential_dir_is_masked_at_both_spellings() {
 #[test]
 fn runs_later_files_are_read_only() {
     require_sandbox!();
-    let world = World::new();
-    world.git_repo();
-    let sbx_toml = "[sandbox]\nnetwork = \"deny\"\n";
-    util::write(&world.project.join(".sbx.toml"), sbx_toml);
-    util::write(
-        &world.project.join(".git/hooks/pre-commit"),
-        "#!/bin/sh\nexit 0\n",
-    );
-    util::write(&world.project.join(".envrc"), "export A=1\n");
-    util::write(&world.project.join(".vscode/tasks.json"), "{}\n");
-    let hooks_before = snapshot(&world.project.join(".git/hooks"));
-    let vscode_before = snapshot(&world.project.join(".vscode"));
-    let config_before = std::fs::read_to_string(world.project.join(".git/config")).unwrap();
-    let out = Sbx.run_sh(
-        &world,
-        "printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/pre-commit
-         printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/post-checkout
-         rm -f .git/hooks/pre-commit
-         echo '[core]' >> .git/config
-         git config core.fsmonitor ./evil.sh
-         git config core.hooksPath .githooks
-         echo 'network = \"allow\"' >> .sbx.toml
-         rm -f .sbx.toml ; mv .sbx.toml moved.toml
-         mv .git/hooks .git/hooks2
-         echo evil > .git/x ; mv .git/x .git/hooks/pre-push
-         mv .git .git2 ; mv .git/config .git/config2
-         ls -la .git/hooks2 .git2 2>&1
-         echo 'touch \"$HOME/SBX_PWN\"' >> .envrc ; rm -f .envrc
-         echo '{\"tasks\": []}' > .vscode/tasks.json ; echo x > .vscode/settings.json
-         mv .vscode .vscode2
-         echo ok > control.txt",
-    );
-    assert!(!world.project.join(".git2").exists(), "{}", both(&out));
-    assert!(!world.project.join(".git/hooks2").exists());
-    assert_eq!(
-        snapshot(&world.project.join(".git/hooks")),
-        hooks_before,
-        "{}",
-        both(&out)
-    );
-    assert_eq!(
-        std::fs::read_to_string(world.project.join(".git/config")).unwrap(),
-        config_before
-    );
-    assert_eq!(
-        std::fs::read_to_string(world.project.join(".sbx.toml")).unwrap(),
-        sbx_toml
-    );
-    assert!(!world.project.join("moved.toml").exists());
-    assert_eq!(
-        std::fs::read_to_string(world.project.join(".envrc")).unwrap(),
-        "export A=1\n"
-    );
-    assert_eq!(snapshot(&world.project.join(".vscode")), vscode_before);
-    assert!(!world.project.join(".vscode2").exists());
-    assert!(!world.home.join("SBX_PWN").exists());
-    // Positive controls: the working tree and .git itself stay writable, so
-    // the refusals above are the protection, not a read-only project.
-    assert!(
-        world.project.join("control.txt").is_file(),
-        "{}",
-        both(&out)
-    );
-    assert!(world.project.join(".git/x").is_file(), "{}", both(&out));
+    scenarios::runs_later_files_are_read_only(&Sbx);
 }
 
 #[test]
@@ -627,42 +458,28 @@ fn nested_namespace_cannot_remount_root_writable() {
 #[test]
 fn credential_env_vars_are_removed() {
     require_sandbox!();
-    let world = World::new();
-    let out = Sbx.run_sh_env(
-        &world,
-        "env",
+    let jdbc = format!("jdbc:postgresql://db/x?password={SECRET}");
+    let header = format!("Authorization: Bearer {SECRET}");
+    scenarios::credential_env_vars_are_removed(
+        &Sbx,
         &[
-            ("GITHUB_TOKEN", SECRET),
-            ("AWS_SECRET_ACCESS_KEY", SECRET),
             ("MY_API_KEY", SECRET),
             ("AWS_BEARER_TOKEN_BEDROCK", SECRET),
-            (
-                "JDBC_URL",
-                &format!("jdbc:postgresql://db/x?password={SECRET}"),
-            ),
+            ("JDBC_URL", &jdbc),
             ("GIT_CONFIG_COUNT", "1"),
             ("GIT_CONFIG_KEY_0", "http.extraHeader"),
-            (
-                "GIT_CONFIG_VALUE_0",
-                &format!("Authorization: Bearer {SECRET}"),
-            ),
-            ("FOO", "bar"),
+            ("GIT_CONFIG_VALUE_0", &header),
+        ],
+        &[
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "MY_API_KEY",
+            "AWS_BEARER_TOKEN_BEDROCK",
+            "JDBC_URL",
+            "GIT_CONFIG_COUNT",
+            "GIT_CONFIG_KEY_0",
         ],
     );
-    assert!(out.status.success(), "{}", both(&out));
-    assert_no_secret(&out);
-    for name in [
-        "GITHUB_TOKEN",
-        "AWS_SECRET_ACCESS_KEY",
-        "MY_API_KEY",
-        "AWS_BEARER_TOKEN_BEDROCK",
-        "JDBC_URL",
-        "GIT_CONFIG_COUNT",
-        "GIT_CONFIG_KEY_0",
-    ] {
-        assert_no_line_starting(&out, &format!("{name}="));
-    }
-    assert_line(&out, "FOO=bar");
 }
 
 #[test]
@@ -1199,50 +1016,28 @@ fn killing_sbx_during_setup_kills_the_sandbox() {
 fn nothing_changes_on_the_host_but_allowed_writes() {
     require_sandbox!();
     let world = World::new();
-    world.git_repo();
-    util::write(&world.project.join(".env"), &format!("K={SECRET}\n"));
-    // Missing credential paths must not be created as mount points.
-    std::fs::remove_dir_all(world.home.join(".kube")).unwrap();
-    std::fs::remove_file(world.home.join(".netrc")).unwrap();
     // sbx's own first-run files (its cache) are written by the trusted outer
     // stage; let a first run create them so the diff shows only the command.
-    let warmup = Sbx.run_sh(&world, "true");
-    assert!(warmup.status.success(), "{}", both(&warmup));
-    let before = snapshot(&world.root);
-    let out = Sbx.run_sh(
+    let warmup = || {
+        let warmup = Sbx.run_sh(&world, "true");
+        assert!(warmup.status.success(), "{}", both(&warmup));
+    };
+    // A new `.sbx.toml` in the project can only narrow the policy. sbx's own
+    // cache (outside every writable root) is refreshed by the trusted outer
+    // stage on each run: existing entries may change, nothing may be added,
+    // and none may hold what the command tried to write.
+    let after = scenarios::nothing_changes_on_the_host_but_allowed_writes(
+        &Sbx,
         &world,
-        "touch \"$HOME/SBX_PWN\" ; mkdir -p \"$HOME/.config/autostart\" ; echo x >> \"$HOME/.bashrc\"
-         echo x > ../parent-pwn ; echo x > ../../root-pwn
-         echo x > \"$HOME/.ssh/id_new\" ; rm -f \"$HOME/.ssh/id_ed25519\" ; mv \"$HOME/.aws\" \"$HOME/aws2\"
-         mkdir -p \"$HOME/.kube\" ; echo x > \"$HOME/.netrc\" ; echo x > \"$HOME/.config/sbx/config.toml\"
-         printf evil > .git/hooks/pre-commit ; git config core.fsmonitor ./evil.sh ; mv .git .git2
+        warmup,
+        "mkdir -p \"$HOME/.config/autostart\"
          echo x > .env ; rm -f .env ; echo x > .sbx.toml
-         ln \"$HOME/.pypirc\" ./k ; cat ./k
          unshare -rm sh -c 'mount -o remount,rw / && touch \"$HOME/SBX_PWN\"'
          mkdir -p \"$HOME/.cache/sbx\" ; echo evil > \"$HOME/.cache/sbx/planted\"
-         for f in \"$HOME\"/.cache/sbx/*; do echo evil > \"$f\"; done
-         echo allowed > allowed.txt ; mkdir -p made/dir && echo y > made/dir/f",
+         for f in \"$HOME\"/.cache/sbx/*; do echo evil > \"$f\"; done",
+        &["+ home/my project/.sbx.toml"],
+        Some("~ home/.cache/sbx/"),
     );
-    assert_no_secret(&out);
-    let after = snapshot(&world.root);
-    let changes = diff(&before, &after);
-    // What the command may leave: the files it wrote in the project. A new
-    // `.sbx.toml` in the project can only narrow the policy.
-    let allowed = [
-        "+ home/my project/allowed.txt",
-        "+ home/my project/made",
-        "+ home/my project/made/dir",
-        "+ home/my project/made/dir/f",
-        "+ home/my project/.sbx.toml",
-    ];
-    // sbx's own cache (outside every writable root) is refreshed by the
-    // trusted outer stage on each run: existing entries may change, nothing
-    // may be added, and none may hold what the command tried to write.
-    let sbx_cache = "~ home/.cache/sbx/";
-    let unexpected: Vec<&String> = changes
-        .iter()
-        .filter(|c| !allowed.iter().any(|a| c.starts_with(a)) && !c.starts_with(sbx_cache))
-        .collect();
     for (path, body) in &after {
         if path.starts_with("home/.cache/sbx") {
             assert!(
@@ -1252,18 +1047,6 @@ fn nothing_changes_on_the_host_but_allowed_writes() {
             );
         }
     }
-    assert!(
-        unexpected.is_empty(),
-        "unexpected host changes: {unexpected:#?}\n{}",
-        both(&out)
-    );
-    assert!(
-        changes
-            .iter()
-            .any(|c| c.starts_with("+ home/my project/made/dir/f")),
-        "the allowed write did not happen: {changes:#?}\n{}",
-        both(&out)
-    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1349,58 +1132,9 @@ fn inherited_descriptors_do_not_reach_the_command() {
     let world = World::new();
     let sock_dir = world.root.join("sock");
     std::fs::create_dir_all(&sock_dir).unwrap();
-    let py = python();
-    let child_code =
-        "import socket,sys; socket.socket(fileno=int(sys.argv[1])).send(b'LEAK'); print('sent')";
-    let parent_code = r#"import socket, subprocess, sys
-path, use_sbx, sbx, py, child = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], sys.argv[5]
-s = socket.socket(socket.AF_UNIX)
-s.connect(path)
-fd = s.fileno()
-argv = [py, "-c", child, str(fd)]
-if use_sbx:
-    argv = [sbx, "run", "--"] + argv
-r = subprocess.run(argv, pass_fds=[fd], capture_output=True, text=True)
-print("child-exit", r.returncode)
-print(r.stdout, r.stderr)
-"#;
-    for use_sbx in [false, true] {
-        let path = sock_dir.join(if use_sbx { "sbx.sock" } else { "plain.sock" });
-        let listener = unix_listener(&path);
-        // The parent script runs directly (not sandboxed), in the world's env.
-        let env_source = world.sbx_std();
-        let out = Command::new(&py)
-            .arg("-c")
-            .arg(parent_code)
-            .arg(&path)
-            .arg(if use_sbx { "1" } else { "0" })
-            .arg(util::sbx_path())
-            .arg(&py)
-            .arg(child_code)
-            .env_clear()
-            .envs(
-                env_source
-                    .get_envs()
-                    .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
-            )
-            .current_dir(&world.project)
-            .output()
-            .unwrap();
-        let received = unix_received(&listener, LISTEN_GRACE).unwrap_or_default();
-        let text = both(&out);
-        if use_sbx {
-            assert!(
-                !received.windows(4).any(|w| w == b"LEAK"),
-                "the inherited socket reached the sandbox: {text}"
-            );
-            assert!(!text.contains("\nsent"), "{text}");
-        } else {
-            assert!(
-                received.windows(4).any(|w| w == b"LEAK"),
-                "control: the socket should carry bytes without sbx: {text}"
-            );
-        }
-    }
+    scenarios::inherited_descriptors_do_not_reach_the_command(&Sbx, &world, &python(), |use_sbx| {
+        SocketFile::at(sock_dir.join(if use_sbx { "sbx.sock" } else { "plain.sock" }))
+    });
 }
 
 /// An agent's token is hidden from the commands it runs, and readable (with

@@ -71,7 +71,6 @@
 
 use std::io::Read;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
-use std::os::unix::net::UnixListener;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -79,11 +78,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::host::{
-    assert_absent, assert_line, assert_no_line_starting, assert_no_secret, both, diff, kill_all,
-    lines, secret_files, show, shq, shq_path, snapshot, stderr, stdout, tcp_listener, tcp_received,
-    tool, unique, unix_listener, unix_received,
+    assert_absent, assert_line, assert_no_line_starting, assert_no_secret, both, kill_all, lines,
+    secret_files, show, shq, shq_path, snapshot, stdout, tcp_listener, tcp_received, tool, unique,
+    unix_listener, unix_received, SocketFile,
 };
 use crate::require_sandbox;
+use crate::scenarios;
 use crate::util::{self, Runner, World, SECRET};
 
 // ---------------------------------------------------------------------------
@@ -115,6 +115,7 @@ impl Runner for Seatbelt {
     const SH: &'static str = "/bin/sh";
     const GIT: &'static str = "/usr/bin/git";
     const LIMIT: Duration = LIMIT;
+    const LISTEN_GRACE: Duration = LISTEN_GRACE;
 
     /// `sbx` in the world's isolated environment, plus the host's `TMPDIR`:
     /// on macOS it is the per-user `/var/folders/.../T`, which sbx makes
@@ -289,27 +290,6 @@ fn files_holding_secret(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// A socket path in `/tmp` (a writable root: only the network rules can
-/// keep a connect out), removed on drop.
-struct TmpSocket {
-    path: PathBuf,
-    listener: UnixListener,
-}
-
-impl TmpSocket {
-    fn new(base: u32) -> TmpSocket {
-        let path = PathBuf::from(format!("/tmp/sbx-{}.sock", unique(base)));
-        let listener = unix_listener(&path);
-        TmpSocket { path, listener }
-    }
-}
-
-impl Drop for TmpSocket {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
 /// Connects to each Unix socket given, sends `hi`, prints `CONNECTED path`
 /// or `REFUSED path errno`; `PY-RAN` first, as the control that Python runs.
 const PY_UNIX_CONNECT: &str = r#"
@@ -395,46 +375,26 @@ fn find_password_line(service: &str, keychain: Option<&Path>) -> String {
 fn writes_in_project_tmp_and_tmpdir_reach_the_host() {
     require_sandbox!();
     let world = World::new();
-    let name = format!("sbx-test-{}", unique(1));
     let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
-    let out = Seatbelt.run_sh(
-        &world,
-        &format!(
-            "echo in-project > made.txt && mkdir -p 'sub dir' && echo nested > 'sub dir/f'
-             echo in-tmp > /tmp/{name}
-             [ -n \"$TMPDIR\" ] && echo in-tmpdir > \"$TMPDIR/{name}\"
-             echo to-null > /dev/null && echo NULL-OK
-             echo to-stderr > /dev/stderr && echo STDERR-OK"
-        ),
-    );
     // `/tmp` is a symlink to `/private/tmp`: the write lands at the real path.
-    let private_tmp = PathBuf::from("/private/tmp").join(&name);
-    let tmp_body = std::fs::read_to_string(&private_tmp);
-    let _ = std::fs::remove_file(&private_tmp);
-    let tmpdir_file = tmpdir
-        .as_ref()
-        .map(|t| std::fs::canonicalize(t).unwrap().join(&name));
-    let tmpdir_body = tmpdir_file.as_ref().map(std::fs::read_to_string);
-    if let Some(f) = &tmpdir_file {
-        let _ = std::fs::remove_file(f);
-    }
-    assert!(out.status.success(), "{}", both(&out));
-    assert_eq!(
-        std::fs::read_to_string(world.project.join("made.txt")).unwrap(),
-        "in-project\n"
+    scenarios::writes_in_project_and_tmp_reach_the_host(
+        &Seatbelt,
+        &world,
+        Path::new("/private/tmp"),
+        |out, name| {
+            let tmpdir_file = tmpdir
+                .as_ref()
+                .map(|t| std::fs::canonicalize(t).unwrap().join(name));
+            let tmpdir_body = tmpdir_file.as_ref().map(std::fs::read_to_string);
+            if let Some(f) = &tmpdir_file {
+                let _ = std::fs::remove_file(f);
+            }
+            match tmpdir_body {
+                Some(body) => assert_eq!(body.unwrap(), "in-tmpdir\n", "{}", both(out)),
+                None => loud_skip("the $TMPDIR write", "TMPDIR is not set in the test process"),
+            }
+        },
     );
-    assert_eq!(
-        std::fs::read_to_string(world.project.join("sub dir/f")).unwrap(),
-        "nested\n"
-    );
-    assert_eq!(tmp_body.unwrap(), "in-tmp\n", "{}", both(&out));
-    match tmpdir_body {
-        Some(body) => assert_eq!(body.unwrap(), "in-tmpdir\n", "{}", both(&out)),
-        None => loud_skip("the $TMPDIR write", "TMPDIR is not set in the test process"),
-    }
-    assert_line(&out, "NULL-OK");
-    assert_line(&out, "STDERR-OK");
-    assert!(stderr(&out).contains("to-stderr"));
 }
 
 #[test]
@@ -496,10 +456,7 @@ fn system_git_init_status_and_commit_work() {
 )]
 fn exit_code_comes_back() {
     require_sandbox!();
-    let world = World::new();
-    let out = Seatbelt.run_sh(&world, "echo before; exit 7");
-    assert_eq!(out.status.code(), Some(7), "{}", both(&out));
-    assert_line(&out, "before");
+    scenarios::exit_code_comes_back(&Seatbelt);
 }
 
 #[test]
@@ -661,15 +618,7 @@ fn check_runs_the_live_self_test() {
 )]
 fn stdin_reaches_the_command() {
     require_sandbox!();
-    let world = World::new();
-    world
-        .sbx()
-        .args(["run", "--", "cat"])
-        .timeout(LIMIT)
-        .write_stdin("piped input line\n")
-        .assert()
-        .success()
-        .stdout("piped input line\n");
+    scenarios::stdin_reaches_the_command(&Seatbelt);
 }
 
 #[test]
@@ -826,42 +775,21 @@ fn awkward_project_path_works() {
 fn writes_outside_writable_roots_are_refused() {
     require_sandbox!();
     let world = World::new();
-    let outside = world.root.join("outside");
-    std::fs::create_dir_all(&outside).unwrap();
-    symlink(&outside, world.project.join("out-link")).unwrap();
     let shared = PathBuf::from(format!("/Users/Shared/sbx-test-{}", unique(2)));
-    let out = Seatbelt.run_sh(
+    scenarios::writes_outside_writable_roots_are_refused(
+        &Seatbelt,
         &world,
         &format!(
-            "echo pwn > \"$HOME/pwned-home\"
-             echo pwn > ../pwned-parent
-             echo pwn >> \"$HOME/.bashrc\"
-             echo pwn > \"$HOME/.zshrc\"
-             echo pwn > out-link/pwned-link
-             mkdir out-link/pwned-dir
-             echo pwn > {shared}
-             echo ok > control.txt",
+            "echo pwn > \"$HOME/.zshrc\"
+             echo pwn > {shared}",
             shared = shq_path(&shared)
         ),
-    );
-    let shared_exists = shared.exists();
-    let _ = std::fs::remove_file(&shared);
-    assert!(!shared_exists, "/Users/Shared was written:\n{}", both(&out));
-    assert!(!world.home.join("pwned-home").exists(), "{}", both(&out));
-    assert!(!world.home.join(".zshrc").exists(), "{}", both(&out));
-    assert!(!world.home.join("pwned-parent").exists());
-    assert!(!outside.join("pwned-link").exists());
-    assert!(!outside.join("pwned-dir").exists());
-    assert_eq!(
-        std::fs::read_to_string(world.home.join(".bashrc")).unwrap(),
-        "# rc\n"
-    );
-    // Positive control: the same kind of write inside the project worked.
-    assert_eq!(
-        std::fs::read_to_string(world.project.join("control.txt")).unwrap_or_default(),
-        "ok\n",
-        "{}",
-        both(&out)
+        |out| {
+            let shared_exists = shared.exists();
+            let _ = std::fs::remove_file(&shared);
+            assert!(!shared_exists, "/Users/Shared was written:\n{}", both(out));
+            assert!(!world.home.join(".zshrc").exists(), "{}", both(out));
+        },
     );
 }
 
@@ -979,40 +907,13 @@ fn credentials_are_unreadable_through_a_project_symlink() {
     let world = World::new();
     plant_keychain_file(&world);
     util::write(&world.project.join(".env"), &format!("TOKEN={SECRET}\n"));
-    let files = secret_files(&world);
-    let mut paths = Vec::new();
-    for (i, f) in files.iter().enumerate() {
-        let link = world.project.join(format!("link{i}"));
-        symlink(world.home.join(f), &link).unwrap();
-        paths.push(format!("link{i}"));
-        // The top directory of the credential, linked as a directory.
-        let top = f.components().next().unwrap().as_os_str();
-        let dir_link = world.project.join(format!("dirlink{i}"));
-        symlink(world.home.join(top), &dir_link).unwrap();
-        let rest = f.strip_prefix(top).unwrap();
-        if !rest.as_os_str().is_empty() {
-            paths.push(format!("dirlink{i}/{}", rest.display()));
-        }
-    }
     // The project's own `.env` under an innocent name.
     symlink(".env", world.project.join("innocent.txt")).unwrap();
-    paths.push("innocent.txt".into());
-    symlink(world.home.join(".bashrc"), world.project.join("rc-link")).unwrap();
-    let mut script = String::new();
-    for p in &paths {
-        script.push_str(&format!("cat {} ; echo \"attempted $?\"\n", shq(p)));
-    }
-    script.push_str("cat rc-link\ncat link*/* dirlink*/* dirlink*/*/* 2>&1\n");
-    let out = Seatbelt.run_sh(&world, &script);
-    assert_no_secret(&out);
-    assert_eq!(
-        stdout(&out).matches("attempted").count(),
-        paths.len(),
-        "{}",
-        both(&out)
+    scenarios::credentials_are_unreadable_through_a_project_symlink(
+        &Seatbelt,
+        &world,
+        &["innocent.txt"],
     );
-    // Positive control: a symlink to an ordinary home file reads.
-    assert_line(&out, "# rc");
 }
 
 #[test]
@@ -1210,20 +1111,7 @@ fn env_files_are_unreadable_and_unmovable_but_templates_are_readable() {
 )]
 fn symlinked_credential_dir_is_denied_at_both_spellings() {
     require_sandbox!();
-    let world = World::new();
-    let dotfiles = world.home.join("dotfiles");
-    std::fs::create_dir_all(&dotfiles).unwrap();
-    std::fs::rename(world.home.join(".aws"), dotfiles.join("aws")).unwrap();
-    symlink("dotfiles/aws", world.home.join(".aws")).unwrap();
-    util::write(&dotfiles.join("other.txt"), "dotfiles readable\n");
-    let out = Seatbelt.run_sh(
-        &world,
-        "cat \"$HOME/.aws/credentials\" \"$HOME/dotfiles/aws/credentials\"
-         ls -la \"$HOME/.aws/\" \"$HOME/dotfiles/aws/\" 2>&1
-         cat \"$HOME/dotfiles/other.txt\"",
-    );
-    assert_no_secret(&out);
-    assert_line(&out, "dotfiles readable");
+    scenarios::symlinked_credential_dir_is_unreadable_at_both_spellings(&Seatbelt);
 }
 
 // ---------------------------------------------------------------------------
@@ -1237,71 +1125,7 @@ fn symlinked_credential_dir_is_denied_at_both_spellings() {
 )]
 fn runs_later_files_are_read_only() {
     require_sandbox!();
-    let world = World::new();
-    world.git_repo();
-    let sbx_toml = "[sandbox]\nnetwork = \"deny\"\n";
-    util::write(&world.project.join(".sbx.toml"), sbx_toml);
-    util::write(
-        &world.project.join(".git/hooks/pre-commit"),
-        "#!/bin/sh\nexit 0\n",
-    );
-    util::write(&world.project.join(".envrc"), "export A=1\n");
-    util::write(&world.project.join(".vscode/tasks.json"), "{}\n");
-    let hooks_before = snapshot(&world.project.join(".git/hooks"));
-    let vscode_before = snapshot(&world.project.join(".vscode"));
-    let config_before = std::fs::read_to_string(world.project.join(".git/config")).unwrap();
-    let out = Seatbelt.run_sh(
-        &world,
-        "printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/pre-commit
-         printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/post-checkout
-         rm -f .git/hooks/pre-commit
-         echo '[core]' >> .git/config
-         /usr/bin/git config core.fsmonitor ./evil.sh
-         /usr/bin/git config core.hooksPath .githooks
-         echo 'network = \"allow\"' >> .sbx.toml
-         rm -f .sbx.toml ; mv .sbx.toml moved.toml
-         mv .git/hooks .git/hooks2
-         echo evil > .git/x ; mv .git/x .git/hooks/pre-push
-         mv .git .git2 ; mv .git/config .git/config2
-         echo 'touch \"$HOME/SBX_PWN\"' >> .envrc ; rm -f .envrc
-         echo '{\"tasks\": []}' > .vscode/tasks.json ; echo x > .vscode/settings.json
-         mv .vscode .vscode2
-         echo ok > control.txt",
-    );
-    assert!(!world.project.join(".git2").exists(), "{}", both(&out));
-    assert!(!world.project.join(".git/hooks2").exists());
-    assert_eq!(
-        snapshot(&world.project.join(".git/hooks")),
-        hooks_before,
-        "{}",
-        both(&out)
-    );
-    assert_eq!(
-        std::fs::read_to_string(world.project.join(".git/config")).unwrap(),
-        config_before,
-        "{}",
-        both(&out)
-    );
-    assert_eq!(
-        std::fs::read_to_string(world.project.join(".sbx.toml")).unwrap(),
-        sbx_toml
-    );
-    assert!(!world.project.join("moved.toml").exists());
-    assert_eq!(
-        std::fs::read_to_string(world.project.join(".envrc")).unwrap(),
-        "export A=1\n"
-    );
-    assert_eq!(snapshot(&world.project.join(".vscode")), vscode_before);
-    assert!(!world.project.join(".vscode2").exists());
-    assert!(!world.home.join("SBX_PWN").exists());
-    // Positive controls: the working tree and .git itself stay writable, so
-    // the refusals above are the protection, not a read-only project.
-    assert!(
-        world.project.join("control.txt").is_file(),
-        "{}",
-        both(&out)
-    );
-    assert!(world.project.join(".git/x").is_file(), "{}", both(&out));
+    scenarios::runs_later_files_are_read_only(&Seatbelt);
 }
 
 #[test]
@@ -1794,20 +1618,7 @@ fn background_job_that_outlives_sbx_stays_sandboxed() {
 )]
 fn credential_env_vars_are_removed() {
     require_sandbox!();
-    let world = World::new();
-    let out = Seatbelt.run_sh_env(
-        &world,
-        "env",
-        &[
-            ("GITHUB_TOKEN", SECRET),
-            ("AWS_SECRET_ACCESS_KEY", SECRET),
-            ("SSH_AUTH_SOCK", SECRET),
-            ("FOO", "bar"),
-        ],
-    );
-    assert!(out.status.success(), "{}", both(&out));
-    assert_no_secret(&out);
-    assert_line(&out, "FOO=bar");
+    scenarios::credential_env_vars_are_removed(&Seatbelt, &[("SSH_AUTH_SOCK", SECRET)], &[]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1823,7 +1634,7 @@ fn network_deny_refuses_dns_loopback_and_unix_sockets() {
     require_sandbox!();
     let world = World::new();
     let (tcp, port) = tcp_listener();
-    let sock = TmpSocket::new(8);
+    let sock = SocketFile::tmp(8);
     // A socket in the project too, when the path fits in `sun_path`.
     let in_project = world.project.join("p.sock");
     let project_listener = (in_project.as_os_str().len() < 100).then(|| unix_listener(&in_project));
@@ -1893,7 +1704,7 @@ fn network_allow_reaches_the_internet_and_loopback_but_not_unix_sockets() {
     require_sandbox!();
     let world = World::new();
     let (tcp, port) = tcp_listener();
-    let sock = TmpSocket::new(9);
+    let sock = SocketFile::tmp(9);
     let out = Seatbelt.run_sh_flags(
         &world,
         &["--network", "allow"],
@@ -2182,49 +1993,15 @@ fn read_only_mode_reads_the_project_only_and_writes_nothing() {
 fn nothing_changes_on_the_host_but_allowed_writes() {
     require_sandbox!();
     let world = World::new();
-    world.git_repo();
-    util::write(&world.project.join(".env"), &format!("K={SECRET}\n"));
-    plant_keychain_file(&world);
-    // Missing credential paths must stay missing.
-    std::fs::remove_dir_all(world.home.join(".kube")).unwrap();
-    std::fs::remove_file(world.home.join(".netrc")).unwrap();
-    let before = snapshot(&world.root);
-    let out = Seatbelt.run_sh(
+    scenarios::nothing_changes_on_the_host_but_allowed_writes(
+        &Seatbelt,
         &world,
-        "touch \"$HOME/SBX_PWN\" ; mkdir -p \"$HOME/Library/LaunchAgents\" ; echo x >> \"$HOME/.bashrc\"
-         echo x > ../parent-pwn ; echo x > ../../root-pwn
-         echo x > \"$HOME/.ssh/id_new\" ; rm -f \"$HOME/.ssh/id_ed25519\" ; mv \"$HOME/.aws\" \"$HOME/aws2\"
-         mkdir -p \"$HOME/.kube\" ; echo x > \"$HOME/.netrc\" ; echo x > \"$HOME/.config/sbx/config.toml\"
+        || plant_keychain_file(&world),
+        "mkdir -p \"$HOME/Library/LaunchAgents\"
          rm -f \"$HOME/Library/Keychains/login.keychain-db\"
-         printf evil > .git/hooks/pre-commit ; /usr/bin/git config core.fsmonitor ./evil.sh ; mv .git .git2
-         rm -f .env ; mv .env env-moved
-         ln \"$HOME/.pypirc\" ./k ; cat ./k
-         echo allowed > allowed.txt ; mkdir -p made/dir && echo y > made/dir/f",
-    );
-    assert_no_secret(&out);
-    let after = snapshot(&world.root);
-    let changes = diff(&before, &after);
-    let allowed = [
-        "+ home/my project/allowed.txt",
-        "+ home/my project/made",
-        "+ home/my project/made/dir",
-        "+ home/my project/made/dir/f",
-    ];
-    let unexpected: Vec<&String> = changes
-        .iter()
-        .filter(|c| !allowed.iter().any(|a| c.starts_with(a)))
-        .collect();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected host changes: {unexpected:#?}\n{}",
-        both(&out)
-    );
-    assert!(
-        changes
-            .iter()
-            .any(|c| c.starts_with("+ home/my project/made/dir/f")),
-        "the allowed write did not happen: {changes:#?}\n{}",
-        both(&out)
+         rm -f .env ; mv .env env-moved",
+        &[],
+        None,
     );
 }
 
@@ -2248,53 +2025,10 @@ fn inherited_descriptors_do_not_reach_the_command() {
         return;
     };
     let world = World::new();
-    let child_code =
-        "import socket,sys; socket.socket(fileno=int(sys.argv[1])).send(b'LEAK'); print('sent')";
-    let parent_code = r#"import socket, subprocess, sys
-path, use_sbx, sbx, py, child = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], sys.argv[5]
-s = socket.socket(socket.AF_UNIX)
-s.connect(path)
-fd = s.fileno()
-argv = [py, "-c", child, str(fd)]
-if use_sbx:
-    argv = [sbx, "run", "--"] + argv
-r = subprocess.run(argv, pass_fds=[fd], capture_output=True, text=True)
-print("child-exit", r.returncode)
-print(r.stdout, r.stderr)
-"#;
-    for use_sbx in [false, true] {
-        let sock = TmpSocket::new(if use_sbx { 11 } else { 12 });
-        let env_source = Seatbelt.sbx_cmd(&world);
-        let mut cmd = Command::new(py);
-        cmd.arg("-c")
-            .arg(parent_code)
-            .arg(&sock.path)
-            .arg(if use_sbx { "1" } else { "0" })
-            .arg(util::sbx_path())
-            .arg(py)
-            .arg(child_code)
-            .env_clear()
-            .envs(
-                env_source
-                    .get_envs()
-                    .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
-            )
-            .current_dir(&world.project);
-        let out = output_within(cmd, LIMIT, false);
-        let received = unix_received(&sock.listener, LISTEN_GRACE).unwrap_or_default();
-        let leaked = received.windows(4).any(|w| w == b"LEAK");
-        if use_sbx {
-            assert!(
-                !leaked,
-                "the inherited socket reached the sandbox: {}",
-                both(&out)
-            );
-        } else {
-            assert!(
-                leaked,
-                "control: the socket should carry bytes without sbx: {}",
-                both(&out)
-            );
-        }
-    }
+    scenarios::inherited_descriptors_do_not_reach_the_command(
+        &Seatbelt,
+        &world,
+        Path::new(py),
+        |use_sbx| SocketFile::tmp(if use_sbx { 11 } else { 12 }),
+    );
 }

@@ -143,6 +143,9 @@ pub trait Runner {
     const GIT: &'static str;
     /// How long one run may take where a scenario sets a deadline itself.
     const LIMIT: Duration;
+    /// How long a host listener waits for a connection that may still be in
+    /// flight once the sandboxed command has exited.
+    const LISTEN_GRACE: Duration;
 
     /// `sbx` with the World's environment, in the project.
     fn sbx_cmd(&self, world: &World) -> Command {
@@ -193,6 +196,7 @@ impl Runner for Sbx {
     const SH: &'static str = "sh";
     const GIT: &'static str = "git";
     const LIMIT: Duration = DEADLINE;
+    const LISTEN_GRACE: Duration = Duration::from_millis(300);
 
     fn output(&self, mut cmd: Command) -> Output {
         cmd.output().unwrap()
