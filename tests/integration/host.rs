@@ -131,6 +131,33 @@ pub fn kill_all(pids: &[u32]) {
     }
 }
 
+/// A Python client for the sandbox: prints `PY-RAN` first (the control
+/// that Python runs), checks that a stream socketpair works (`PAIR-OK`: the
+/// filters are narrow), then connects to each Unix socket given (a leading
+/// `@` means abstract, on Linux), sends `hi`, and prints `CONNECTED name` or
+/// `REFUSED name errno`.
+pub const PY_UNIX_CONNECT: &str = r#"
+import socket, sys
+print("PY-RAN", flush=True)
+try:
+    a, b = socket.socketpair()
+    a.sendall(b"p")
+    if b.recv(1) == b"p":
+        print("PAIR-OK")
+except OSError as e:
+    print("PAIR-REFUSED", e.errno)
+for name in sys.argv[1:]:
+    addr = "\0" + name[1:] if name.startswith("@") else name
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(addr)
+        s.sendall(b"hi")
+        s.close()
+        print("CONNECTED", name)
+    except OSError as e:
+        print("REFUSED", name, e.errno)
+"#;
+
 // ---------------------------------------------------------------------------
 // Files on the host
 // ---------------------------------------------------------------------------

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use crate::host::{
     assert_line, assert_no_line_starting, assert_no_secret, both, kill_all, secret_files, shq,
     shq_path, snapshot, stdout, tcp_listener, tcp_received, tool, unique, unix_listener,
-    unix_received, SocketFile,
+    unix_received, SocketFile, PY_UNIX_CONNECT,
 };
 use crate::require_sandbox;
 use crate::scenarios::{self, cat_each};
@@ -113,27 +113,6 @@ fn abstract_listener(name: &str) -> UnixListener {
     l.set_nonblocking(true).unwrap();
     l
 }
-
-/// Connects to each Unix socket given (a leading `@` means abstract), sends
-/// `hi`, and prints `CONNECTED name` or `REFUSED name errno`. Also checks
-/// that a stream socketpair still works (`PAIR-OK`): the filter is narrow.
-const PY_UNIX_CONNECT: &str = r#"
-import socket, sys
-a, b = socket.socketpair()
-a.sendall(b"p")
-if b.recv(1) == b"p":
-    print("PAIR-OK")
-for name in sys.argv[1:]:
-    addr = "\0" + name[1:] if name.startswith("@") else name
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(addr)
-        s.sendall(b"hi")
-        s.close()
-        print("CONNECTED", name)
-    except OSError as e:
-        print("REFUSED", name, e.errno)
-"#;
 
 // ---------------------------------------------------------------------------
 // What is allowed

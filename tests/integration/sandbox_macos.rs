@@ -80,7 +80,7 @@ use std::time::{Duration, Instant};
 use crate::host::{
     assert_absent, assert_line, assert_no_line_starting, assert_no_secret, both, kill_all, lines,
     secret_files, show, shq, shq_path, snapshot, stdout, tcp_listener, tcp_received, tool, unique,
-    unix_listener, unix_received, SocketFile,
+    unix_listener, unix_received, SocketFile, PY_UNIX_CONNECT,
 };
 use crate::require_sandbox;
 use crate::scenarios;
@@ -289,22 +289,6 @@ fn files_holding_secret(root: &Path) -> Vec<PathBuf> {
         .map(|(p, _)| p)
         .collect()
 }
-
-/// Connects to each Unix socket given, sends `hi`, prints `CONNECTED path`
-/// or `REFUSED path errno`; `PY-RAN` first, as the control that Python runs.
-const PY_UNIX_CONNECT: &str = r#"
-import socket, sys
-print("PY-RAN", flush=True)
-for name in sys.argv[1:]:
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(name)
-        s.sendall(b"hi")
-        s.close()
-        print("CONNECTED", name)
-    except OSError as e:
-        print("REFUSED", name, e.errno)
-"#;
 
 /// Shell lines that try to reach a TCP port on loopback three ways and a
 /// Unix socket two ways, then print `RAN`.
