@@ -1,0 +1,309 @@
+//! Seventh review: git config rewritten during a run, interrupted runs, and
+//! limits that must refuse clearly.
+
+use super::*;
+
+/// git on the host rewrites `.git/config` by renaming a lock file over it,
+/// which detaches the read-only mount inside a running sandbox: the command
+/// could then add `core.fsmonitor` (run by the user's next `git status`), and
+/// sbx exited 0 without a word. Now a replaced config is compared with what
+/// it set before the run.
+#[test]
+fn git_config_rewritten_on_the_host_during_a_run_is_checked() {
+    require_sandbox!();
+    config_appended_during_a_host_rewrite(
+        r"[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n",
+        "core.fsmonitor=touch PWNED-FSMONITOR",
+    );
+    // An everyday key pointing at a repository the command made: pushing
+    // to it runs that repository's hooks on the host (eighth review).
+    config_appended_during_a_host_rewrite(
+        r#"[remote "origin"]\n\tpushurl = ./.cache-evil.git\n"#,
+        "remote.origin.pushurl=./.cache-evil.git",
+    );
+    // A plain word is a relative path to git too (ninth review).
+    config_appended_during_a_host_rewrite(
+        r#"[remote "origin"]\n\tpushurl = evil.git\n"#,
+        "remote.origin.pushurl=evil.git",
+    );
+    // git's own reading decides: an inline comment ends the value (tenth
+    // review: the line scan took the part after it for an ssh host).
+    config_appended_during_a_host_rewrite(
+        r#"[remote "origin"]\n\tpushurl = ./evil.git #@192.0.2.1:x\n"#,
+        "remote.origin.pushurl=./evil.git",
+    );
+}
+
+/// The command keeps appending `printf` text `line` to `.git/config` while
+/// the user's git rewrites it on the host; sbx must exit 125 naming
+/// `reported`, and not the user's own change.
+fn config_appended_during_a_host_rewrite(line: &str, reported: &str) {
+    let world = World::new();
+    world.git_repo();
+    let config = world.project.join(".git/config");
+    let mut cmd = world.sbx_std();
+    sh_in(
+        &mut cmd,
+        &[],
+        &format!(
+            "echo up > up; i=0
+while [ $i -lt 300 ]; do
+  if printf '{line}' >> .git/config 2>/dev/null; then echo APPENDED; break; fi
+  sleep 0.02; i=$((i+1))
+done"
+        ),
+        &[],
+    );
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_up(&world);
+    // The user's everyday git on the host, meanwhile.
+    util::git(&world.project, &["config", "user.name", "host-user"]);
+    let out = child.wait_with_output().unwrap();
+    show("git config detach", &out);
+    let text = std::fs::read_to_string(&config).unwrap();
+    // The key's own name (fsmonitor, pushurl) is in the file.
+    let name = reported
+        .split('=')
+        .next()
+        .unwrap()
+        .rsplit('.')
+        .next()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("APPENDED") && text.contains(name),
+        "the scenario did not happen (the write never got through): {}",
+        both(&out)
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+    assert!(stderr(&out).contains(reported), "{}", both(&out));
+    // The user's own change is not reported.
+    assert!(!stderr(&out).contains("user.name"), "{}", both(&out));
+}
+
+/// The main worktree's `.git/config.worktree` (read when
+/// `extensions.worktreeConfig` is set, as `git sparse-checkout` does) was
+/// writable: a hook or `core.fsmonitor` there runs on the host.
+#[test]
+fn main_worktree_config_worktree_is_protected() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    util::git(
+        &world.project,
+        &["config", "extensions.worktreeConfig", "true"],
+    );
+    let out = Sbx.run_sh(
+        &world,
+        r#"printf '[core]\n\thooksPath = evil-hooks\n' > .git/config.worktree; echo DONE"#,
+    );
+    let planted = world.project.join(".git/config.worktree");
+    assert!(
+        !planted.exists(),
+        "{} left in place: {}",
+        planted.display(),
+        both(&out)
+    );
+    assert!(
+        world
+            .project
+            .join(".git/config.worktree.sbx-blocked")
+            .exists(),
+        "{}",
+        both(&out)
+    );
+    // An existing one is read-only, and its hooksPath directory too.
+    std::fs::write(&planted, "[core]\n\thooksPath = githooks\n").unwrap();
+    std::fs::create_dir_all(world.project.join("githooks")).unwrap();
+    let out = Sbx.run_sh(
+        &world,
+        r#"echo x >> .git/config.worktree; echo '#!/bin/sh' > githooks/pre-commit; ls githooks"#,
+    );
+    assert_eq!(
+        std::fs::read_to_string(&planted).unwrap(),
+        "[core]\n\thooksPath = githooks\n",
+        "{}",
+        both(&out)
+    );
+    assert!(
+        !world.project.join("githooks/pre-commit").exists(),
+        "{}",
+        both(&out)
+    );
+}
+
+/// An agent's timeout kills sbx with SIGKILL: the sweep after the command
+/// never happened, and the next run took a planted `.envrc` for one that had
+/// always been there (mounted read-only, no word). Now the next run finds
+/// the killed run's note and sweeps in its place.
+#[test]
+fn a_killed_sbx_leaves_its_sweep_to_the_next_run() {
+    require_sandbox!();
+    let world = World::new();
+    let mut cmd = world.sbx_std();
+    sh_in(
+        &mut cmd,
+        &[],
+        "echo 'touch \"$HOME/PWNED\"' > .envrc; echo up > up; sleep 30",
+        &[],
+    );
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_up(&world);
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let envrc = world.project.join(".envrc");
+    // The sandbox dies with sbx (--die-with-parent); give it a moment.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(envrc.exists(), "the scenario did not happen");
+    let out = Sbx.run_sh(&world, "cat .envrc 2>/dev/null; echo NEXT-RAN");
+    assert!(stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
+    assert!(!envrc.exists(), ".envrc left in place: {}", both(&out));
+    assert!(
+        world.project.join(".envrc.sbx-blocked").exists(),
+        "{}",
+        both(&out)
+    );
+    assert!(stderr(&out).contains("earlier sbx run"), "{}", both(&out));
+    // Said once: the run after that has nothing to report.
+    let again = Sbx.run_sh(&world, "true");
+    assert!(
+        !stderr(&again).contains("earlier sbx run"),
+        "{}",
+        both(&again)
+    );
+}
+
+/// The command stopped its terminal's output (`tcflow(TCOOFF)`, which no
+/// filter refuses): sbx moved the first planted path aside, then blocked
+/// writing its warning, and the user's Ctrl-C killed it before the second
+/// was swept. Now every path is swept first, and output is restarted before
+/// sbx says anything.
+#[test]
+fn a_stopped_terminal_does_not_stall_the_sweep() {
+    require_sandbox!();
+    let Some(script) = tool(&["/usr/bin/script"]) else {
+        return;
+    };
+    let Some(python) = tool(&["/usr/bin/python3"]) else {
+        return;
+    };
+    let world = World::new();
+    let inner = format!(
+        "{} run -- {python} -c {}",
+        shq_path(&util::sbx_path()),
+        crate::host::shq(
+            "import os, termios; open('.envrc', 'w').write('x'); os.makedirs('.vscode'); open('.vscode/tasks.json', 'w').write('x'); termios.tcflow(2, termios.TCOOFF)"
+        )
+    );
+    let mut cmd = world.host_cmd(script);
+    cmd.args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.is_some(), "sbx blocked on the stopped terminal");
+    for planted in [".envrc", ".vscode"] {
+        assert!(
+            !world.project.join(planted).exists(),
+            "{planted} left in place"
+        );
+        assert!(
+            world
+                .project
+                .join(format!("{planted}.sbx-blocked"))
+                .exists(),
+            "{planted} not moved aside"
+        );
+    }
+}
+
+/// The git config check was not in the killed run's note: a config the
+/// host's git rewrote, which the command then extended, went unreported
+/// when sbx was killed after the command had done it (eighth review).
+#[test]
+fn a_killed_sbx_leaves_its_git_config_check_to_the_next_run() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let mut cmd = world.sbx_std();
+    sh_in(
+        &mut cmd,
+        &[],
+        r#"echo up > up; i=0
+while [ $i -lt 300 ]; do
+  if printf '[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n' >> .git/config 2>/dev/null; then echo done > appended; break; fi
+  sleep 0.02; i=$((i+1))
+done
+sleep 30"#,
+        &[],
+    );
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    wait_for_up(&world);
+    util::git(&world.project, &["config", "user.name", "host-user"]);
+    while !world.project.join("appended").exists() {
+        assert!(
+            start.elapsed() < util::DEADLINE,
+            "the scenario did not happen (the write never got through)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Sbx.run_sh(&world, "echo NEXT-RAN");
+    assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+    assert!(!stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("core.fsmonitor=touch PWNED-FSMONITOR"),
+        "{}",
+        both(&out)
+    );
+}
+
+/// Thousands of directories under `.git/modules` (made by one run) made
+/// every later run fail at bubblewrap's argument limit, or crawl (tenth
+/// review). Now a clear refusal, naming the directory.
+#[test]
+fn too_many_submodule_git_dirs_are_refused_clearly() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    for i in 0..600 {
+        let m = world.project.join(format!(".git/modules/m{i}"));
+        std::fs::create_dir_all(m.join("hooks")).unwrap();
+        std::fs::write(m.join("config"), "").unwrap();
+    }
+    let start = Instant::now();
+    let out = Sbx.run_sh(&world, "echo RAN");
+    assert!(start.elapsed() < Duration::from_secs(20), "{}", both(&out));
+    assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+    assert!(!stdout(&out).contains("RAN"), "{}", both(&out));
+    assert!(stderr(&out).contains(".git/modules"), "{}", both(&out));
+}
