@@ -1,0 +1,386 @@
+//! Files: writes outside the writable roots, credentials, files that run
+//! later, agent state and tool caches, and nothing else changing on the host.
+
+use super::*;
+
+#[test]
+fn writes_outside_writable_roots_are_refused() {
+    require_sandbox!();
+    let world = World::new();
+    scenarios::writes_outside_writable_roots_are_refused(&Sbx, &world, "", |_| {});
+}
+
+// ---------------------------------------------------------------------------
+// Credentials
+// ---------------------------------------------------------------------------
+
+#[test]
+fn credentials_are_unreadable_directly() {
+    require_sandbox!();
+    let world = World::new();
+    let files = secret_files(&world);
+    let mut paths: Vec<String> = files
+        .iter()
+        .map(|f| world.home.join(f).to_str().unwrap().to_string())
+        .collect();
+    // Positive control: an ordinary file in the same home is readable.
+    paths.push(world.home.join(".bashrc").to_str().unwrap().to_string());
+    let mut script = cat_each(&paths);
+    // Listing and searching the directories must not leak either.
+    script
+        .push_str("grep -r . \"$HOME\" 2>/dev/null | grep -v '^Binary' ; ls -laR \"$HOME\" 2>&1\n");
+    let out = Sbx.run_sh(&world, &script);
+    assert_no_secret(&out);
+    assert_line(&out, "# rc");
+    assert_eq!(
+        stdout(&out).matches("attempted").count(),
+        paths.len(),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn credentials_are_unreadable_through_a_project_symlink() {
+    require_sandbox!();
+    let world = World::new();
+    scenarios::credentials_are_unreadable_through_a_project_symlink(&Sbx, &world, &[]);
+}
+
+#[test]
+fn credentials_are_unreadable_through_proc_self_root() {
+    require_sandbox!();
+    let world = World::new();
+    let files = secret_files(&world);
+    let mut paths: Vec<String> = files
+        .iter()
+        .map(|f| format!("/proc/self/root{}", world.home.join(f).display()))
+        .collect();
+    paths.push(format!(
+        "/proc/self/root{}",
+        world.home.join(".bashrc").display()
+    ));
+    // Also through PID 1's root (the inner stage's view).
+    paths.extend(
+        files
+            .iter()
+            .map(|f| format!("/proc/1/root{}", world.home.join(f).display())),
+    );
+    let out = Sbx.run_sh(&world, &cat_each(&paths));
+    assert_no_secret(&out);
+    assert_line(&out, "# rc");
+}
+
+#[test]
+fn credentials_cannot_be_moved_copied_or_linked_into_the_project() {
+    require_sandbox!();
+    let world = World::new();
+    let out = Sbx.run_sh(
+        &world,
+        "mv \"$HOME/.aws/credentials\" ./moved ; cat ./moved
+         mv \"$HOME/.aws\" ./aws-dir ; cat ./aws-dir/credentials
+         ln \"$HOME/.git-credentials\" ./hardlink ; cat ./hardlink
+         ln -s \"$HOME/.netrc\" ./softlink ; cat ./softlink
+         cp \"$HOME/.pypirc\" ./copied ; cat ./copied
+         cp -r \"$HOME/.ssh\" ./ssh-copy ; cat ./ssh-copy/*
+         echo ok > control.txt",
+    );
+    assert_no_secret(&out);
+    // Host side: the originals are intact and no copy in the project holds the secret.
+    assert_eq!(
+        std::fs::read_to_string(world.home.join(".aws/credentials")).unwrap(),
+        SECRET
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.home.join(".git-credentials")).unwrap(),
+        SECRET
+    );
+    // Whatever the command created, make it readable to look inside.
+    Command::new("chmod")
+        .args(["-R", "u+rwX"])
+        .arg(&world.project)
+        .status()
+        .unwrap();
+    for (path, body) in snapshot(&world.project) {
+        assert!(
+            !body.contains(SECRET),
+            "{} holds the secret",
+            path.display()
+        );
+    }
+    assert!(world.project.join("control.txt").is_file());
+}
+
+#[test]
+fn env_files_are_unreadable_but_templates_are() {
+    require_sandbox!();
+    let world = World::new();
+    let secret_envs = [".env", "sub/.env.local", "a/b/c/d/.env.production"];
+    for f in secret_envs {
+        util::write(&world.project.join(f), &format!("TOKEN={SECRET}\n"));
+    }
+    util::write(&world.project.join(".env.example"), "TOKEN=example-value\n");
+    let mut paths: Vec<String> = secret_envs.iter().map(|s| s.to_string()).collect();
+    paths.push(".env.example".into());
+    let script = cat_each(&paths)
+        + "grep -r TOKEN . 2>&1
+           echo overwritten > .env ; echo overwritten > sub/.env.local
+           mv a/b/c/d/.env.production moved ; cat moved 2>&1
+           echo ok > control.txt";
+    let out = Sbx.run_sh(&world, &script);
+    assert_no_secret(&out);
+    assert_line(&out, "TOKEN=example-value");
+    // Host side: the files are unchanged, the control write worked.
+    for f in secret_envs {
+        assert_eq!(
+            std::fs::read_to_string(world.project.join(f)).unwrap(),
+            format!("TOKEN={SECRET}\n"),
+            "{f}"
+        );
+    }
+    assert!(world.project.join("control.txt").is_file());
+}
+
+#[test]
+fn symlinked_credential_dir_is_masked_at_both_spellings() {
+    require_sandbox!();
+    scenarios::symlinked_credential_dir_is_unreadable_at_both_spellings(&Sbx);
+}
+
+// ---------------------------------------------------------------------------
+// Files that run later
+// ---------------------------------------------------------------------------
+
+#[test]
+fn runs_later_files_are_read_only() {
+    require_sandbox!();
+    scenarios::runs_later_files_are_read_only(&Sbx);
+}
+
+#[test]
+fn missing_git_hooks_cannot_be_created() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    std::fs::remove_dir_all(world.project.join(".git/hooks")).unwrap();
+    let status = || {
+        let out = Command::new("git")
+            .args(["status", "--porcelain", "--ignored"])
+            .current_dir(&world.project)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", both(&out));
+        stdout(&out)
+    };
+    let before = status();
+    let out = Sbx.run_sh(
+        &world,
+        "mkdir -p .git/hooks ; touch .git/hooks/pre-push
+         printf '#!/bin/sh\\ntouch \"$HOME/SBX_PWN\"\\n' > .git/hooks/pre-commit
+         chmod +x .git/hooks/pre-commit
+         mv .git/hooks .git/h2 ; mkdir .git/hooks/sub
+         echo ok > .git/control",
+    );
+    let hooks = world.project.join(".git/hooks");
+    if hooks.exists() {
+        let entries: Vec<_> = std::fs::read_dir(&hooks)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(
+            entries.is_empty(),
+            "hooks were created: {entries:?}\n{}",
+            both(&out)
+        );
+    }
+    assert!(!world.project.join(".git/h2").exists());
+    assert_eq!(status(), before, "the working tree changed");
+    // Positive control: .git itself is writable (git needs it).
+    assert!(
+        world.project.join(".git/control").is_file(),
+        "{}",
+        both(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Nothing else changes on the host
+// ---------------------------------------------------------------------------
+
+#[test]
+fn nothing_changes_on_the_host_but_allowed_writes() {
+    require_sandbox!();
+    let world = World::new();
+    // sbx's own first-run files (its cache) are written by the trusted outer
+    // stage; let a first run create them so the diff shows only the command.
+    let warmup = || {
+        let warmup = Sbx.run_sh(&world, "true");
+        assert!(warmup.status.success(), "{}", both(&warmup));
+    };
+    // A new `.sbx.toml` in the project can only narrow the policy. sbx's own
+    // cache (outside every writable root) is refreshed by the trusted outer
+    // stage on each run: existing entries may change, nothing may be added,
+    // and none may hold what the command tried to write.
+    let after = scenarios::nothing_changes_on_the_host_but_allowed_writes(
+        &Sbx,
+        &world,
+        warmup,
+        "mkdir -p \"$HOME/.config/autostart\"
+         echo x > .env ; rm -f .env ; echo x > .sbx.toml
+         unshare -rm sh -c 'mount -o remount,rw / && touch \"$HOME/SBX_PWN\"'
+         mkdir -p \"$HOME/.cache/sbx\" ; echo evil > \"$HOME/.cache/sbx/planted\"
+         for f in \"$HOME\"/.cache/sbx/*; do echo evil > \"$f\"; done",
+        &["+ home/my project/.sbx.toml"],
+        Some("~ home/.cache/sbx/"),
+    );
+    for (path, body) in &after {
+        if path.starts_with("home/.cache/sbx") {
+            assert!(
+                !body.contains("evil"),
+                "the command wrote {}",
+                path.display()
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Agent state and tool caches
+// ---------------------------------------------------------------------------
+
+/// An agent's token is hidden from the commands it runs, and readable (with
+/// its state writable) only when the user gives the agent its own state
+/// directory: `sbx run --writable ~/.claude -- claude`. Neither a broader
+/// grant (all of home) nor a project file can make it readable.
+#[test]
+fn agent_tokens_are_readable_only_when_the_agents_directory_is_granted() {
+    require_sandbox!();
+    let world = World::new();
+    let token = world.home.join(".claude/.credentials.json");
+    let state = world.home.join(".claude");
+    let home = world.home.to_str().unwrap().to_string();
+    let read = format!(
+        "cat {} ; echo ; echo > {}/settings.json && echo STATE-WRITTEN",
+        shq(token.to_str().unwrap()),
+        shq(state.to_str().unwrap())
+    );
+    let sbx = |flags: &[&str]| {
+        let mut cmd = world.sbx_std();
+        cmd.arg("run")
+            .args(flags)
+            .args(["--", "sh", "-c", &read])
+            .stdin(Stdio::null());
+        cmd.output().unwrap()
+    };
+    // Given the agent's directory: its token and state are the agent's.
+    let given = sbx(&["--writable", state.to_str().unwrap()]);
+    assert!(stdout(&given).contains(SECRET), "{}", both(&given));
+    assert_line(&given, "STATE-WRITTEN");
+    // Home writable, which holds the directory: still hidden.
+    let home_out = sbx(&["--writable", &home]);
+    assert_no_secret(&home_out);
+    assert_line(&home_out, "STATE-WRITTEN");
+    // A project file narrowing that grant to the agent's directory: hidden.
+    util::write(
+        &world.project.join(".sbx.toml"),
+        &format!("[sandbox]\nwritable = [{:?}]\n", state.to_str().unwrap()),
+    );
+    let narrowed = sbx(&["--writable", &home]);
+    assert_no_secret(&narrowed);
+    // Nothing given: hidden, and the state read-only as any other file
+    // outside the project.
+    std::fs::remove_file(world.project.join(".sbx.toml")).unwrap();
+    let none = sbx(&[]);
+    assert_no_secret(&none);
+    assert_no_line_starting(&none, "STATE-WRITTEN");
+}
+
+/// npm, go's build cache and uv fail without a writable cache. When theirs
+/// in home is not writable, each project gets one of sbx's: writable, seen
+/// by no other project, while the user's own cache stays read-only.
+#[test]
+fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
+    require_sandbox!();
+    let world = World::new();
+    std::fs::create_dir_all(world.home.join(".npm")).unwrap();
+    let script =
+        "echo \"npm=$npm_config_cache\"; echo \"go=$GOCACHE\"; echo \"uv=$UV_CACHE_DIR\"; \
+                  touch \"$npm_config_cache/written\" && echo CACHE-WRITTEN; \
+                  touch \"$HOME/.npm/written\" && echo OWN-WRITTEN";
+    let out = Sbx.run_sh(&world, script);
+    let text = stdout(&out);
+    let npm = text
+        .lines()
+        .find_map(|l| l.strip_prefix("npm="))
+        .unwrap_or_default()
+        .to_string();
+    let cache = world.home.join(".cache/sbx/projects");
+    assert!(
+        std::path::Path::new(&npm).starts_with(&cache),
+        "{}",
+        both(&out)
+    );
+    for var in ["go=", "uv="] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(var))
+            .unwrap_or_default();
+        assert!(
+            line.contains("/.cache/sbx/projects/"),
+            "{var}: {}",
+            both(&out)
+        );
+    }
+    assert_line(&out, "CACHE-WRITTEN");
+    assert!(std::path::Path::new(&npm).join("written").exists());
+    assert_no_line_starting(&out, "OWN-WRITTEN");
+    assert!(!world.home.join(".npm/written").exists());
+    // Another project: another cache.
+    let other = world.home.join("other project");
+    std::fs::create_dir_all(&other).unwrap();
+    util::git(&other, &["init", "-q"]);
+    let mut cmd = world.sbx_std();
+    cmd.current_dir(&other)
+        .args(["run", "--", "sh", "-c", "echo \"npm=$npm_config_cache\""])
+        .stdin(Stdio::null());
+    let out2 = cmd.output().unwrap();
+    let npm2 = stdout(&out2)
+        .lines()
+        .find_map(|l| l.strip_prefix("npm=").map(str::to_string))
+        .unwrap_or_default();
+    assert!(
+        std::path::Path::new(&npm2).starts_with(&cache),
+        "{}",
+        both(&out2)
+    );
+    assert_ne!(npm, npm2);
+    // With its own cache made writable, the tool keeps it.
+    let mut cmd = world.sbx_std();
+    cmd.args(["run", "--writable"])
+        .arg(world.home.join(".npm"))
+        .args(["--", "sh", "-c", "echo \"npm=${npm_config_cache:-unset}\""])
+        .stdin(Stdio::null());
+    let out3 = cmd.output().unwrap();
+    assert_line(&out3, "npm=unset");
+    // The cache directory says whose it is.
+    let owner = std::path::Path::new(&npm).parent().unwrap().join("PROJECT");
+    assert_eq!(
+        std::fs::read(&owner).unwrap(),
+        world.project.as_os_str().as_encoded_bytes()
+    );
+    // sbx's cache directory inside a writable root is read-only, so its
+    // caches would be too: no redirect then.
+    let mut cmd = world.sbx_std();
+    cmd.env("XDG_CACHE_HOME", world.project.join("cache"))
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo \"npm=${npm_config_cache:-unset}\"",
+        ])
+        .stdin(Stdio::null());
+    let out4 = cmd.output().unwrap();
+    assert_line(&out4, "npm=unset");
+}
