@@ -1,0 +1,229 @@
+//! The backend made unavailable: the command runs unsandboxed, provably and
+//! loudly, or with `require` is refused and provably did not run.
+
+use super::*;
+
+#[test]
+fn configured_bwrap_missing_runs_unsandboxed_loudly_or_refuses() {
+    let world = World::new();
+    let cause = "the configured bwrap /nonexistent/bwrap does not exist";
+    unavailable_cases(
+        &world,
+        &|extra| config_bwrap(&world, Path::new("/nonexistent/bwrap"), extra),
+        cause,
+    );
+}
+
+#[test]
+fn bwrap_refused_user_namespaces_names_the_cause() {
+    let world = World::new();
+    let ran = world.root.join("fake-ran");
+    let bwrap = util::fake_bwrap(&world.root.join("fakebin"), UID_MAP_ERROR, Some(&ran));
+    let cause = expected_uid_map_cause();
+    unavailable_cases(&world, &|extra| config_bwrap(&world, &bwrap, extra), cause);
+    // The message carries bubblewrap's own words too.
+    config_bwrap(&world, &bwrap, "");
+    let out = Sbx.run_sh_flags(&world, &[], WRITE_HOME_EXIT_7);
+    assert!(
+        stderr(&out).contains(&format!("[{UID_MAP_ERROR}]")),
+        "{}",
+        both(&out)
+    );
+    assert!(ran.exists(), "the fake bwrap was never executed");
+}
+
+#[test]
+fn bwrap_lacking_an_option_names_the_cause() {
+    let world = World::new();
+    let bwrap = util::fake_bwrap(&world.root.join("fakebin"), UNKNOWN_OPTION_ERROR, None);
+    unavailable_cases(
+        &world,
+        &|extra| config_bwrap(&world, &bwrap, extra),
+        WHAT_OLD_BWRAP,
+    );
+    config_bwrap(&world, &bwrap, "");
+    let out = Sbx.run_sh_flags(&world, &[], WRITE_HOME_EXIT_7);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("[{UNKNOWN_OPTION_ERROR}]")),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        err.contains("install bubblewrap 0.5 or newer"),
+        "the fix is named\n{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn unsandboxed_fallback_keeps_other_exit_codes() {
+    let world = World::new();
+    config_bwrap(&world, Path::new("/nonexistent/bwrap"), "");
+    for code in [0, 1, 42] {
+        let out = Sbx.run_sh_flags(&world, &[], &format!("exit {code}"));
+        assert_eq!(out.status.code(), Some(code), "{}", both(&out));
+        assert!(stderr(&out).contains("NOT sandboxed:"), "{}", both(&out));
+    }
+    // stdout stays the command's.
+    let out = Sbx.run_sh_flags(&world, &[], "echo hello");
+    assert_eq!(stdout(&out), "hello\n", "{}", both(&out));
+}
+
+#[test]
+fn the_warning_cannot_be_silenced() {
+    let world = World::new();
+    let cause = "the configured bwrap /nonexistent/bwrap does not exist";
+    config_bwrap(
+        &world,
+        Path::new("/nonexistent/bwrap"),
+        "banner = \"never\"\n",
+    );
+    // `--quiet` and `banner = "never"` silence the banner, never this line.
+    let out = Sbx.run_sh_flags(&world, &["--quiet"], WRITE_HOME_EXIT_7);
+    assert_ran_unsandboxed(&world, &out, cause);
+    std::fs::remove_file(marker(&world)).unwrap();
+    // Shell mode (`sbx -c`, as agents call it) says it too.
+    let out = world
+        .sbx_std()
+        .args(["-c", WRITE_HOME_EXIT_7])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ran_unsandboxed(&world, &out, cause);
+    std::fs::remove_file(marker(&world)).unwrap();
+    // Without a UTF-8 locale, with the plain prefix.
+    let out = world
+        .sbx_std()
+        .env("LANG", "C")
+        .args(["run", "--", "sh", "-c", WRITE_HOME_EXIT_7])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ran_unsandboxed(&world, &out, cause);
+    assert!(
+        stderr(&out).contains("[sbx WARNING] NOT sandboxed:"),
+        "{}",
+        both(&out)
+    );
+    std::fs::remove_file(marker(&world)).unwrap();
+    // And shell mode refuses with `require = true` like `run` does.
+    config_bwrap(&world, Path::new("/nonexistent/bwrap"), "require = true\n");
+    let out = world
+        .sbx_std()
+        .args(["-c", WRITE_HOME_EXIT_7])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_refused(&world, &out, cause);
+}
+
+#[test]
+fn configured_bwrap_in_the_project_is_never_used() {
+    let world = World::new();
+    let ran = world.root.join("fake-ran");
+    let bwrap = util::fake_bwrap(&world.project.join("bin"), UID_MAP_ERROR, Some(&ran));
+    let cause = format!(
+        "the configured bwrap {} lies inside a writable root",
+        bwrap.display()
+    );
+    refused_cases(&world, &|extra| config_bwrap(&world, &bwrap, extra), &cause);
+    assert!(!ran.exists(), "a bwrap inside the project was executed");
+}
+
+#[test]
+fn configured_bwrap_in_an_extra_writable_root_is_never_used() {
+    let world = World::new();
+    let ran = world.root.join("fake-ran");
+    let extra_root = world.root.join("scratch");
+    let bwrap = util::fake_bwrap(&extra_root, UID_MAP_ERROR, Some(&ran));
+    let cause = format!(
+        "the configured bwrap {} lies inside a writable root",
+        bwrap.display()
+    );
+    refused_cases(
+        &world,
+        &|extra| {
+            config_bwrap(
+                &world,
+                &bwrap,
+                &format!("writable = [\".\", \"{}\"]\n{extra}", extra_root.display()),
+            )
+        },
+        &cause,
+    );
+    assert!(!ran.exists(), "a bwrap inside a writable root was executed");
+}
+
+#[test]
+fn configured_bwrap_reached_through_a_symlink_into_the_project_is_never_used() {
+    let world = World::new();
+    let ran = world.root.join("fake-ran");
+    let real = util::fake_bwrap(&world.project.join("bin"), UID_MAP_ERROR, Some(&ran));
+    let link = world.root.join("fakebin/bwrap-link");
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let cause = format!(
+        "the configured bwrap {} lies inside a writable root",
+        real.display()
+    );
+    refused_cases(&world, &|extra| config_bwrap(&world, &link, extra), &cause);
+    assert!(!ran.exists(), "a bwrap inside the project was executed");
+}
+
+#[test]
+fn configured_bwrap_in_the_working_directory_is_never_used() {
+    let world = World::new();
+    let ran = world.root.join("fake-ran");
+    // The project is not writable here: only the working directory rule
+    // keeps this bwrap out.
+    let bwrap = util::fake_bwrap(&world.project, UID_MAP_ERROR, Some(&ran));
+    let cause = format!("the configured bwrap {}", bwrap.display());
+    refused_cases(
+        &world,
+        &|extra| config_bwrap(&world, &bwrap, &format!("writable = [\"/tmp\"]\n{extra}")),
+        &cause,
+    );
+    assert!(
+        !ran.exists(),
+        "a bwrap in the working directory was executed"
+    );
+}
+
+#[test]
+fn bwrap_on_path_in_the_project_is_never_used() {
+    require_sandbox!();
+    let world = World::new();
+    let ran = world.root.join("fake-ran");
+    let bin = world.project.join("bin");
+    util::fake_bwrap(&bin, UID_MAP_ERROR, Some(&ran));
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = world
+        .sbx_std()
+        .env("PATH", &path)
+        .args(["run", "--require", "--"])
+        .args([
+            "sh",
+            "-c",
+            "touch ok-in-project; touch \"$HOME/marker\"; exit 0",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        !ran.exists(),
+        "the bwrap on PATH in the project was executed"
+    );
+    assert!(!stderr(&out).contains("NOT sandboxed"), "{}", both(&out));
+    // Sandboxed by the real bwrap: the project write landed, the $HOME one did not.
+    assert!(
+        world.project.join("ok-in-project").exists(),
+        "{}",
+        both(&out)
+    );
+    assert!(!marker(&world).exists(), "{}", both(&out));
+}
