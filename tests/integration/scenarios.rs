@@ -149,6 +149,17 @@ pub fn cat_each(paths: &[String]) -> String {
     s
 }
 
+/// `.env` files holding the secret at three depths (returned), and a
+/// template beside them, `.env.example`, holding `TOKEN=example-value`.
+pub fn plant_env_files(world: &World) -> [&'static str; 3] {
+    let secret_envs = [".env", "sub/.env.local", "a/b/c/d/.env.production"];
+    for f in secret_envs {
+        util::write(&world.project.join(f), &format!("TOKEN={SECRET}\n"));
+    }
+    util::write(&world.project.join(".env.example"), "TOKEN=example-value\n");
+    secret_envs
+}
+
 /// Every file holding the planted secret, linked into the project (the file,
 /// and its top directory), reads as nothing; so do the `extra` links the
 /// caller planted in the project. A link to an ordinary home file reads.

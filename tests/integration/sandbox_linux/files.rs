@@ -115,11 +115,7 @@ fn credentials_cannot_be_moved_copied_or_linked_into_the_project() {
 fn env_files_are_unreadable_but_templates_are() {
     require_sandbox!();
     let world = World::new();
-    let secret_envs = [".env", "sub/.env.local", "a/b/c/d/.env.production"];
-    for f in secret_envs {
-        util::write(&world.project.join(f), &format!("TOKEN={SECRET}\n"));
-    }
-    util::write(&world.project.join(".env.example"), "TOKEN=example-value\n");
+    let secret_envs = scenarios::plant_env_files(&world);
     let mut paths: Vec<String> = secret_envs.iter().map(|s| s.to_string()).collect();
     paths.push(".env.example".into());
     let script = cat_each(&paths)

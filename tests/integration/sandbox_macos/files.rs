@@ -288,11 +288,7 @@ fn hard_links_and_clones_of_ordinary_files_work() {
 fn env_files_are_unreadable_and_unmovable_but_templates_are_readable() {
     require_sandbox!();
     let world = World::new();
-    let secret_envs = [".env", "sub/.env.local", "a/b/c/d/.env.production"];
-    for f in secret_envs {
-        util::write(&world.project.join(f), &format!("TOKEN={SECRET}\n"));
-    }
-    util::write(&world.project.join(".env.example"), "TOKEN=example-value\n");
+    scenarios::plant_env_files(&world);
     util::write(&world.project.join(".envrc.txt"), "not an env file\n");
     let out = Seatbelt.run_sh(
         &world,
