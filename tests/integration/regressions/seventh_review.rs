@@ -41,14 +41,27 @@ fn config_appended_during_a_host_rewrite(line: &str, reported: &str) {
     let world = World::new();
     world.git_repo();
     let config = world.project.join(".git/config");
+    // The key's own name (fsmonitor, pushurl), which the file must show.
+    let name = reported
+        .split('=')
+        .next()
+        .unwrap()
+        .rsplit('.')
+        .next()
+        .unwrap();
     let mut cmd = world.sbx_std();
     sh_in(
         &mut cmd,
         &[],
         &format!(
+            // An append racing the host's rename can land in the old file,
+            // now unlinked: the command checks that the file git reads has
+            // its line, and tries again until it does.
             "echo up > up; i=0
-while [ $i -lt 300 ]; do
-  if printf '{line}' >> .git/config 2>/dev/null; then echo APPENDED; break; fi
+while [ $i -lt 1500 ]; do
+  if {{ printf '{line}' >> .git/config; }} 2>/dev/null && grep -q '{name}' .git/config; then
+    echo APPENDED; break
+  fi
   sleep 0.02; i=$((i+1))
 done"
         ),
@@ -65,14 +78,6 @@ done"
     let out = child.wait_with_output().unwrap();
     show("git config detach", &out);
     let text = std::fs::read_to_string(&config).unwrap();
-    // The key's own name (fsmonitor, pushurl) is in the file.
-    let name = reported
-        .split('=')
-        .next()
-        .unwrap()
-        .rsplit('.')
-        .next()
-        .unwrap();
     assert!(
         stdout(&out).contains("APPENDED") && text.contains(name),
         "the scenario did not happen (the write never got through): {}",
