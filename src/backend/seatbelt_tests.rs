@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::config::{BannerMode, FsSetting};
+use crate::config::FsSetting;
 use crate::policy::{
-    Credential, EnvPlan, Kind, Network, Platform, Policy, Protected, CREDENTIALS, CREDENTIALS_MACOS,
+    Credential, Kind, Network, Platform, Policy, Protected, CREDENTIALS, CREDENTIALS_MACOS,
 };
 use checks::{check, credential_filters, has, mach_allowed, network_allows};
 use sexpr::{eval, path_filters, read_forms, Sx};
@@ -75,11 +75,6 @@ fn policy_for(home: &str, project: &str) -> Policy {
     ];
     writable.sort_by_key(|p| p.components().count());
     Policy {
-        platform: Platform::Macos,
-        enabled: true,
-        require: false,
-        allow_unsandboxed: true,
-        filesystem: FsSetting::Restricted,
         home: home.clone(),
         project: project.clone(),
         cwd: project.clone(),
@@ -92,25 +87,11 @@ fn policy_for(home: &str, project: &str) -> Policy {
             prot(".git/config", Kind::File, false),
         ],
         pins: vec![project.join(".git")],
-        git_configs: Vec::new(),
-        tool_caches: Vec::new(),
         credentials,
         env_files: Vec::new(),
         placeholder: PathBuf::from("/Users/t/.cache/sbx/empty"),
-        network: Network::Deny,
-        unix_sockets: false,
-        env: EnvPlan {
-            clear: false,
-            set: vec![("SBX_SANDBOX".into(), "1".into())],
-            unset: vec!["GITHUB_TOKEN".into()],
-        },
-        shell: PathBuf::from("/bin/bash"),
-        banner: BannerMode::Auto,
-        bwrap: None,
-        system_paths: Vec::new(),
         command: vec!["/bin/echo".into(), "hi".into()],
-        warnings: Vec::new(),
-        origins: Vec::new(),
+        ..crate::policy::test_policy(Platform::Macos)
     }
 }
 

@@ -35,29 +35,24 @@ pub(super) trait Stream: Read + Write + Send + Sized + 'static {
     fn read_timeout(&self, t: Option<Duration>) -> io::Result<()>;
 }
 
-impl Stream for TcpStream {
-    fn dup(&self) -> io::Result<Self> {
-        self.try_clone()
-    }
-    fn shut(&self, how: Shutdown) -> io::Result<()> {
-        self.shutdown(how)
-    }
-    fn read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.set_read_timeout(t)
-    }
+/// TCP and Unix streams have the same three methods under these names.
+macro_rules! impl_stream {
+    ($($t:ty),*) => {$(
+        impl Stream for $t {
+            fn dup(&self) -> io::Result<Self> {
+                self.try_clone()
+            }
+            fn shut(&self, how: Shutdown) -> io::Result<()> {
+                self.shutdown(how)
+            }
+            fn read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+                self.set_read_timeout(t)
+            }
+        }
+    )*};
 }
 
-impl Stream for UnixStream {
-    fn dup(&self) -> io::Result<Self> {
-        self.try_clone()
-    }
-    fn shut(&self, how: Shutdown) -> io::Result<()> {
-        self.shutdown(how)
-    }
-    fn read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.set_read_timeout(t)
-    }
-}
+impl_stream!(TcpStream, UnixStream);
 
 /// Decrements the live-connection count when a connection thread ends.
 struct Slot(Arc<AtomicUsize>);
