@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cost of .env discovery (src/envscan.rs), measured through the real binary.
+# Cost of .env discovery (src/envscan/), measured through the real binary.
 #
 # Generates project trees of 1,000 / 10,000 / 100,000 files (10-50 files per
 # directory, about six subdirectories per directory, a few .env files in the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cost of the allowlist proxy (src/proxy.rs and the relay in src/inner.rs):
+# Cost of the allowlist proxy (src/proxy/ and the relay in src/inner.rs):
 # the same Python client, once straight to a host server on loopback and once
 # from inside `sbx run --allow-domain 127.0.0.1:PORT` through the proxy.
 #

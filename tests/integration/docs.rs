@@ -43,7 +43,7 @@ fn lint(page: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && stderr.is_empty(),
-        "groff -ww -z -man {page} complained (fix src/generate.rs, then SBX_BLESS=1 cargo test --test integration generated):\n{stderr}"
+        "groff -ww -z -man {page} complained (fix src/generate/, then SBX_BLESS=1 cargo test --test integration generated):\n{stderr}"
     );
 }
 
