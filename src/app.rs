@@ -192,7 +192,7 @@ fn run_with(
     let inside = already_sandboxed();
     #[cfg(target_os = "linux")]
     if let Some(cache) = host.cache_dir.as_deref().filter(|_| !inside) {
-        if !crate::journal::recover(cache, &|text: &str| banner::warn(style, text)) {
+        if !crate::integrity::journal::recover(cache, &|text: &str| banner::warn(style, text)) {
             bail!("an earlier sbx run was killed before its checks, and they found what is named above; review it, then run the command again");
         }
     }
@@ -444,31 +444,9 @@ fn run_plan(
     proxy: Option<RunningProxy>,
     cache: Option<&Path>,
 ) -> Result<Infallible> {
-    // Every protected path with its identity before the run: missing ones
-    // could be created by this command, and existing ones replaced by it if
-    // something outside removes or renames them meanwhile (another run's
-    // sweep, say: the read-only mount on them is then detached). Files
-    // inside .git that exist are left out: git itself replaces them (a lock
-    // file renamed over .git/config) when the user runs it meanwhile, so a
-    // replaced one is the user's; the config files among them are checked
-    // for new settings instead (`policy.git_configs`).
-    let mut watch: Vec<(PathBuf, Option<policy::Identity>)> = policy
-        .protected
-        .iter()
-        .filter(|p| {
-            // A symlink is never mounted (kind Missing) but has an identity:
-            // watched wherever it is.
-            !p.create
-                && (p.identity.is_none()
-                    || p.kind != policy::Kind::File
-                    || !p.path.components().any(|c| c.as_os_str() == ".git"))
-        })
-        .map(|p| (p.path.clone(), p.identity.clone()))
-        .collect();
-    watch.sort();
-    let new_git = policy.project.join(".git");
-    let watch_git = policy.writable.iter().any(|w| new_git.starts_with(w))
-        && std::fs::symlink_metadata(&new_git).is_err();
+    // Written down before the command starts, for the next run to check if
+    // this sbx dies before it can (dropped once the checks are done).
+    let checks = crate::integrity::Checks::record(policy, cache)?;
     let show_banner = banner::wanted(policy.banner, shell_command);
     let on_started = || {
         if show_banner {
@@ -489,43 +467,20 @@ fn run_plan(
             banner::warn(style, &text);
         }
     };
-    // Written down before the command starts, for the next run to check if
-    // this sbx dies before it can (dropped once the checks below are done).
-    let pending = match cache {
-        Some(c) => Some(
-            crate::journal::write(c, &watch, &policy.git_configs)
-                .context("the run's note for the checks after it cannot be written, so the command was not run")?,
-        ),
-        None => None,
-    };
-    let outcome = crate::exec::run_sandboxed(plan, &watch, &on_started, &warn);
+    let outcome = crate::exec::run_sandboxed(plan, &on_started);
     drop(proxy);
     match outcome? {
         crate::exec::Outcome::Exited(code) => {
             let mut code = code;
-            if !crate::exec::check_git_configs(&policy.git_configs, &warn) {
+            if !checks.verify(&warn) {
                 code = crate::error::EXIT_SBX_FAILED;
             }
-            if watch_git {
-                let created = std::fs::symlink_metadata(&new_git).ok();
-                if created.as_ref().is_some_and(|m| !m.is_dir()) {
-                    // A `.git` file or link sends git to a repository the
-                    // command prepared elsewhere: moved aside like any
-                    // "runs later" path.
-                    if !crate::exec::sweep(&new_git, None, &warn) {
-                        code = crate::error::EXIT_SBX_FAILED;
-                    }
-                } else {
-                    crate::exec::inspect_new_git(&new_git, &warn);
-                }
-            }
-            drop(pending);
             say_all();
             std::process::exit(i32::from(code))
         }
         crate::exec::Outcome::NotStarted(why) => {
             // Nothing ran: nothing for a later run to check.
-            drop(pending);
+            drop(checks);
             say_all();
             match why {
                 crate::exec::NotStarted::Environment(cause, detail) => unavailable(

@@ -307,17 +307,8 @@ pub enum Outcome {
 /// sandbox is up; if bubblewrap exits without it, the sandbox never started
 /// and nothing ran, which is reported as [`Outcome::NotStarted`] with a cause.
 /// `on_started` runs as soon as the sandbox is up (the banner).
-///
-/// Afterwards, any "runs later" path in `watch` (paths that did not exist, so
-/// could not be mounted read-only) that the command created is renamed to
-/// `NAME.sbx-blocked[-N]`: nothing is deleted, and each one is reported.
 #[cfg(target_os = "linux")]
-pub fn run_sandboxed(
-    plan: &Plan,
-    watch: &[(PathBuf, Option<crate::policy::Identity>)],
-    on_started: &dyn Fn(),
-    warn: &dyn Fn(&str),
-) -> Result<Outcome> {
+pub fn run_sandboxed(plan: &Plan, on_started: &dyn Fn()) -> Result<Outcome> {
     use nix::fcntl::{fcntl, FcntlArg};
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -408,129 +399,7 @@ pub fn run_sandboxed(
     if !started {
         return Ok(Outcome::NotStarted(diagnose(plan)));
     }
-    let mut code = code;
-    for (path, before) in watch {
-        if !sweep(path, before.as_ref(), warn) {
-            // Left in place, it would run later outside the sandbox: sbx
-            // fails so that the caller notices, whatever the command did.
-            code = i32::from(crate::error::EXIT_SBX_FAILED);
-        }
-    }
     Ok(Outcome::Exited(u8::try_from(code).unwrap_or(255)))
-}
-
-/// Neutralise a "runs later" path that the run created or replaced: rename
-/// it to `NAME.sbx-blocked[-N]` (nothing is deleted) and say so. Its
-/// directory must still be the real directory it was when the policy was
-/// resolved, so the rename never follows a link the command planted. False
-/// when such a path is still in place.
-#[cfg(target_os = "linux")]
-pub fn sweep(path: &Path, before: Option<&crate::policy::Identity>, warn: &dyn Fn(&str)) -> bool {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let Some(now) = crate::policy::Identity::of(path) else {
-        return true;
-    };
-    if Some(&now) == before {
-        return true;
-    }
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return true;
-    };
-    if std::fs::canonicalize(parent).ok().as_deref() != Some(parent) {
-        warn(&format!(
-            "{} runs later outside the sandbox and was created or replaced during the run, but its directory changed too, so sbx did not touch it: review it before use",
-            path.display()
-        ));
-        return false;
-    }
-    let name = name.to_string_lossy().into_owned();
-    let mut target = parent.join(format!("{name}.sbx-blocked"));
-    let mut n = 1;
-    while std::fs::symlink_metadata(&target).is_ok() {
-        n += 1;
-        target = parent.join(format!("{name}.sbx-blocked-{n}"));
-    }
-    let mut moved = std::fs::rename(path, &target);
-    if moved.is_err() {
-        // The command may have taken the write bit off the directory.
-        if let Ok(m) = std::fs::metadata(parent) {
-            if m.uid() == nix::unistd::geteuid().as_raw() {
-                let mut perms = m.permissions();
-                perms.set_mode(perms.mode() | 0o700);
-                let _ = std::fs::set_permissions(parent, perms);
-                moved = std::fs::rename(path, &target);
-            }
-        }
-    }
-    match moved {
-        Ok(()) => {
-            warn(&format!(
-                "the command created or replaced {}, which runs later outside the sandbox; it was moved to {} (review it, and rename it back only if you trust it)",
-                path.display(),
-                target.display()
-            ));
-            true
-        }
-        Err(e) => {
-            warn(&format!(
-                "the command created or replaced {}, which runs later outside the sandbox, and it could not be moved away ({e}): review it before use",
-                path.display()
-            ));
-            false
-        }
-    }
-}
-
-/// Check the git config files that were replaced during the run (git on
-/// the host does so whenever it writes one, which detaches the read-only
-/// mount on it inside the sandbox, so the command may have written it
-/// since): any setting they did not have before, beyond those everyday git
-/// commands write, is reported. False when one is: the file is left as it
-/// is (it may hold the user's own changes), for the user to review.
-#[cfg(target_os = "linux")]
-pub fn check_git_configs(configs: &[crate::policy::GitConfigWatch], warn: &dyn Fn(&str)) -> bool {
-    let mut clean = true;
-    for c in configs {
-        if crate::policy::Identity::of(&c.path) == c.identity {
-            continue;
-        }
-        let after = match std::fs::read(&c.path) {
-            Ok(content) => content,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                warn(&format!(
-                    "{} was replaced during the run and cannot be read ({e}): review it before using git there",
-                    c.path.display()
-                ));
-                clean = false;
-                continue;
-            }
-        };
-        let parsed = crate::gitconfig::read(&c.before)
-            .and_then(|before| crate::gitconfig::read(&after).map(|after| (before, after)));
-        let (before, after) = match parsed {
-            Ok(both) => both,
-            Err(why) => {
-                warn(&format!(
-                    "{} was replaced during the run and git cannot read it ({}): review it before using git there",
-                    c.path.display(),
-                    banner_safe(&why)
-                ));
-                clean = false;
-                continue;
-            }
-        };
-        let new = crate::gitconfig::new_unusual(&before, &after);
-        if !new.is_empty() {
-            warn(&format!(
-                "{} was replaced during the run (git on the host rewrites it, which lets the sandbox write it too) and now has settings it did not have before that git may act on outside the sandbox: [{}]; review them before using git there",
-                c.path.display(),
-                banner_safe(&new.join(", "))
-            ));
-            clean = false;
-        }
-    }
-    clean
 }
 
 /// Why a sandbox did not start.
@@ -680,68 +549,6 @@ fn run_for_stderr(plan: &Plan) -> (bool, String) {
     (status.is_some_and(|s| s.success()), stderr)
 }
 
-/// A repository created inside the sandbox (`git init`) has hooks and config
-/// written by the sandboxed command, and git runs them later outside it. Warn
-/// when they hold anything `git init` would not have put there.
-#[cfg(target_os = "linux")]
-pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
-    if !git.is_dir() {
-        return;
-    }
-    // What cannot be read is reported too: a check that fails quietly (say,
-    // out of descriptors) would read as "nothing to report".
-    let mut unreadable: Vec<&str> = Vec::new();
-    let hooks: Vec<String> = match std::fs::read_dir(git.join("hooks")) {
-        Ok(entries) => entries
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.ends_with(".sample"))
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(_) => {
-            unreadable.push("hooks");
-            Vec::new()
-        }
-    };
-    let config = match std::fs::read_to_string(git.join("config")) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(_) => {
-            unreadable.push("config");
-            String::new()
-        }
-    };
-    // What `git init` writes; any other key is reported (a list of the
-    // dangerous ones would always miss one: diff drivers, merge drivers,
-    // upload-pack commands, includes, ...).
-    let mut risky: Vec<String> = Vec::new();
-    for entry in crate::gitconfig::scan(&config) {
-        if !crate::gitconfig::INIT_KEYS.contains(&entry.key.as_str()) && !risky.contains(&entry.key)
-        {
-            risky.push(entry.key);
-        }
-    }
-    if std::fs::symlink_metadata(git.join("commondir")).is_ok() {
-        risky.push("commondir".into());
-    }
-    if !unreadable.is_empty() {
-        warn(&format!(
-            "the command created the git repository {}, and sbx could not read its {} to check for hooks and config that git runs outside the sandbox: review them before using git there",
-            git.display(),
-            unreadable.join(" and ")
-        ));
-    }
-    if hooks.is_empty() && risky.is_empty() {
-        return;
-    }
-    warn(&format!(
-        "the command created the git repository {} with hooks [{}] and config keys [{}] that git runs outside the sandbox: review them before using git there",
-        git.display(),
-        hooks.join(", "),
-        banner_safe(&risky.join(", "))
-    ));
-}
-
 /// Mark every descriptor above 2 close-on-exec.
 fn close_on_exec_above_stderr() {
     use nix::fcntl::{fcntl, FcntlArg, FdFlag};
@@ -760,11 +567,6 @@ fn close_on_exec_above_stderr() {
     for fd in fds {
         let _ = fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
     }
-}
-
-#[cfg(target_os = "linux")]
-fn banner_safe(text: &str) -> String {
-    crate::banner::sanitize(text)
 }
 
 /// Run a command as it is, without any sandbox.

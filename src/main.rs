@@ -11,14 +11,12 @@ mod error;
 mod exec;
 mod generate;
 mod identity;
-// Its checks run after a bubblewrap run (Seatbelt rules follow the path, so
-// a config git replaced on the host stays protected on macOS).
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-mod gitconfig;
 #[cfg(target_os = "linux")]
 mod inner;
+// Its checks run after a bubblewrap run (Seatbelt rules follow the path, so
+// a path or a git config replaced on the host stays protected on macOS).
 #[cfg(target_os = "linux")]
-mod journal;
+mod integrity;
 mod netrule;
 mod policy;
 mod probe;

@@ -161,11 +161,11 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
         match note {
             Some(note) => {
                 for w in &note.watch {
-                    if !crate::exec::sweep(&w.path, w.before.as_ref(), warn) {
+                    if !super::sweep(&w.path, w.before.as_ref(), warn) {
                         clean = false;
                     }
                 }
-                if !crate::exec::check_git_configs(&note.git_configs, warn) {
+                if !super::gitconfig::check_git_configs(&note.git_configs, warn) {
                     clean = false;
                 }
             }

@@ -9,6 +9,10 @@
 //! trusted git is installed; it errs towards reporting: every line that is
 //! not a section header or a comment counts as a key.
 
+use std::path::Path;
+
+use crate::policy::{GitConfigWatch, Identity};
+
 /// One setting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -224,6 +228,116 @@ pub fn new_unusual(before: &[Entry], after: &[Entry]) -> Vec<String> {
         }
     }
     out
+}
+
+/// Check the git config files that were replaced during the run (git on
+/// the host does so whenever it writes one, which detaches the read-only
+/// mount on it inside the sandbox, so the command may have written it
+/// since): any setting they did not have before, beyond those everyday git
+/// commands write, is reported. False when one is: the file is left as it
+/// is (it may hold the user's own changes), for the user to review.
+pub fn check_git_configs(configs: &[GitConfigWatch], warn: &dyn Fn(&str)) -> bool {
+    let mut clean = true;
+    for c in configs {
+        if Identity::of(&c.path) == c.identity {
+            continue;
+        }
+        let after = match std::fs::read(&c.path) {
+            Ok(content) => content,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                warn(&format!(
+                    "{} was replaced during the run and cannot be read ({e}): review it before using git there",
+                    c.path.display()
+                ));
+                clean = false;
+                continue;
+            }
+        };
+        let parsed = read(&c.before).and_then(|before| read(&after).map(|after| (before, after)));
+        let (before, after) = match parsed {
+            Ok(both) => both,
+            Err(why) => {
+                warn(&format!(
+                    "{} was replaced during the run and git cannot read it ({}): review it before using git there",
+                    c.path.display(),
+                    crate::banner::sanitize(&why)
+                ));
+                clean = false;
+                continue;
+            }
+        };
+        let new = new_unusual(&before, &after);
+        if !new.is_empty() {
+            warn(&format!(
+                "{} was replaced during the run (git on the host rewrites it, which lets the sandbox write it too) and now has settings it did not have before that git may act on outside the sandbox: [{}]; review them before using git there",
+                c.path.display(),
+                crate::banner::sanitize(&new.join(", "))
+            ));
+            clean = false;
+        }
+    }
+    clean
+}
+
+/// A repository created inside the sandbox (`git init`) has hooks and config
+/// written by the sandboxed command, and git runs them later outside it. Warn
+/// when they hold anything `git init` would not have put there.
+pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
+    if !git.is_dir() {
+        return;
+    }
+    // What cannot be read is reported too: a check that fails quietly (say,
+    // out of descriptors) would read as "nothing to report".
+    let mut unreadable: Vec<&str> = Vec::new();
+    let hooks: Vec<String> = match std::fs::read_dir(git.join("hooks")) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".sample"))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(_) => {
+            unreadable.push("hooks");
+            Vec::new()
+        }
+    };
+    let config = match std::fs::read_to_string(git.join("config")) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(_) => {
+            unreadable.push("config");
+            String::new()
+        }
+    };
+    // What `git init` writes; any other key is reported (a list of the
+    // dangerous ones would always miss one: diff drivers, merge drivers,
+    // upload-pack commands, includes, ...).
+    let mut risky: Vec<String> = Vec::new();
+    for entry in scan(&config) {
+        if !INIT_KEYS.contains(&entry.key.as_str()) && !risky.contains(&entry.key) {
+            risky.push(entry.key);
+        }
+    }
+    if std::fs::symlink_metadata(git.join("commondir")).is_ok() {
+        risky.push("commondir".into());
+    }
+    if !unreadable.is_empty() {
+        warn(&format!(
+            "the command created the git repository {}, and sbx could not read its {} to check for hooks and config that git runs outside the sandbox: review them before using git there",
+            git.display(),
+            unreadable.join(" and ")
+        ));
+    }
+    if hooks.is_empty() && risky.is_empty() {
+        return;
+    }
+    warn(&format!(
+        "the command created the git repository {} with hooks [{}] and config keys [{}] that git runs outside the sandbox: review them before using git there",
+        git.display(),
+        hooks.join(", "),
+        crate::banner::sanitize(&risky.join(", "))
+    ));
 }
 
 #[cfg(test)]
