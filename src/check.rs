@@ -223,7 +223,10 @@ fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static
         Err(e) => return (Err(format!("{e:#}")), Vec::new()),
     };
     if !stdout.lines().any(|l| l == "started") {
-        return (Err(not_started(&plan, &stderr)), Vec::new());
+        return (
+            Err(crate::run::probe_not_started(&plan, &stderr)),
+            Vec::new(),
+        );
     }
 
     let mut tests = Vec::new();
@@ -281,28 +284,6 @@ fn probe_plan(probe: &Policy, host: &Host, sbx: &Path) -> Result<crate::backend:
             crate::backend::seatbelt::render(probe, sbx, None).map_err(|e| format!("{e:#}"))
         }
     }
-}
-
-/// Why the probe's sandbox did not start.
-#[cfg(target_os = "linux")]
-fn not_started(plan: &crate::backend::Plan, _stderr: &str) -> String {
-    match crate::exec::diagnose(plan) {
-        crate::exec::NotStarted::Environment(cause, detail) => {
-            format!("{} [{detail}] ({})", cause.what, cause.fix)
-        }
-        crate::exec::NotStarted::Policy(detail) => format!(
-            "the sandbox cannot be set up for this project [{detail}] (a sandbox does start here: check the paths named and the project's .sbx.toml)"
-        ),
-    }
-}
-
-/// Why the probe's sandbox did not start: what sandbox-exec said.
-#[cfg(not(target_os = "linux"))]
-fn not_started(_plan: &crate::backend::Plan, stderr: &str) -> String {
-    format!(
-        "sandbox-exec did not run the probe [{}]",
-        banner::sanitize(stderr.trim())
-    )
 }
 
 struct RemoveOnDrop(PathBuf);

@@ -11,16 +11,14 @@ mod error;
 mod exec;
 mod generate;
 mod identity;
-#[cfg(target_os = "linux")]
-mod inner;
 // Its checks run after a bubblewrap run (Seatbelt rules follow the path, so
 // a path or a git config replaced on the host stays protected on macOS).
 #[cfg(target_os = "linux")]
 mod integrity;
 mod netrule;
 mod policy;
-mod probe;
 mod proxy;
+mod run;
 #[cfg(target_os = "linux")]
 mod seccomp;
 mod supervise;

@@ -105,13 +105,9 @@ pub fn run(
         Err(e) => std::process::exit(i32::from(crate::error::spawn_failure(program, &e))),
     };
     let pid = Pid::from_raw(child.id() as i32);
-    let (signals, _mask) = crate::supervise::route_signals(true)?;
-    let code = crate::supervise::wait_forwarding(
-        pid,
-        &signals,
-        true,
-        lifeline.as_ref().map(|f| f.as_fd()),
-    )?;
+    let (signals, _mask) = super::signals::route_signals(true)?;
+    let code =
+        super::signals::wait_forwarding(pid, &signals, true, lifeline.as_ref().map(|f| f.as_fd()))?;
     std::process::exit(code)
 }
 
@@ -141,7 +137,7 @@ fn start_relay(socket: &Path) -> Result<()> {
     let socket = Path::new("/proc/self/fd")
         .join(dir.as_raw_fd().to_string())
         .join(name);
-    // Signals are for PID 1's signalfd (see supervise.rs); the relay
+    // Signals are for PID 1's signalfd (see signals.rs); the relay
     // threads inherit the blocked mask.
     crate::supervise::spawn_without_signals(move || {
         // The directory stays open (close-on-exec) as long as the relay.

@@ -7,27 +7,13 @@
 //! settings, to one of the causes below. Nothing is cached, so a fix takes
 //! effect on the next run.
 //!
-//! The README's "Troubleshooting" section lists every cause of [`CAUSES`] with
+//! The README's "Troubleshooting" section lists every cause of `CAUSES` with
 //! its fix; a test keeps the two in step.
 
 use std::path::Path;
 
-/// One reason the Linux sandbox cannot start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cause {
-    /// Stable identifier (shown by `sbx check --format json`).
-    pub id: &'static str,
-    /// What is wrong, as a sentence fragment.
-    pub what: &'static str,
-    /// The narrowest fix.
-    pub fix: &'static str,
-}
+use crate::exec::Cause;
 
-pub const BWRAP_MISSING: Cause = Cause {
-    id: "bwrap-missing",
-    what: "bubblewrap (bwrap) is not installed",
-    fix: "install it: `apt-get install bubblewrap`, `dnf install bubblewrap` or `pacman -S bubblewrap`",
-};
 pub const USERNS_MAX_ZERO: Cause = Cause {
     id: "userns-max-zero",
     what: "user namespaces are disabled (user.max_user_namespaces = 0)",
@@ -75,9 +61,9 @@ pub const UNKNOWN: Cause = Cause {
 };
 
 /// Every cause, in the order the README lists them.
-#[allow(dead_code)]
+#[cfg(test)]
 pub const CAUSES: &[Cause] = &[
-    BWRAP_MISSING,
+    crate::exec::BWRAP_MISSING,
     USERNS_MAX_ZERO,
     USERNS_DEBIAN,
     APPARMOR_USERNS,
@@ -91,8 +77,6 @@ pub const CAUSES: &[Cause] = &[
 
 /// Kernel and environment facts that tell the causes apart.
 #[derive(Debug, Clone, Default)]
-// Diagnosis runs on Linux only; the causes themselves document every platform.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub struct Facts {
     pub max_user_namespaces: Option<u64>,
     pub unprivileged_userns_clone: Option<u64>,
@@ -100,7 +84,6 @@ pub struct Facts {
     pub in_container: bool,
 }
 
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl Facts {
     /// Read them from this host.
     pub fn read() -> Facts {
@@ -123,7 +106,6 @@ impl Facts {
 }
 
 /// Map what a failed bubblewrap printed, and the host facts, to a cause.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub fn diagnose(stderr: &str, facts: &Facts, root: bool) -> Cause {
     let s = stderr.to_ascii_lowercase();
     if s.contains("unknown option") || s.contains("unrecognized option") {
@@ -237,7 +219,7 @@ mod tests {
 
     #[test]
     fn readme_troubleshooting_lists_every_cause() {
-        let readme = include_str!("../README.md");
+        let readme = include_str!("../../../README.md");
         let section = readme
             .split("## Troubleshooting")
             .nth(1)

@@ -1,0 +1,293 @@
+//! sbx as the parent of bubblewrap: it runs the plan, tells a sandbox that
+//! came up from one that never did (a byte on the ready pipe), waits with
+//! signals passed on through a signalfd, and finds out why a sandbox did not
+//! start.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+
+use anyhow::{Context, Result};
+use nix::fcntl::{fcntl, FcntlArg};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signalfd::SignalFd;
+use nix::unistd::Pid;
+
+use super::probe;
+use super::signals::{on_signal, reap, route_signals};
+use crate::backend::Plan;
+use crate::exec::Cause;
+
+/// How a sandboxed run ended.
+pub enum Outcome {
+    /// The sandbox was up and the command ran: its exit status.
+    Exited(u8),
+    /// The sandbox never came up; nothing ran. Why, from diagnostic runs.
+    NotStarted(NotStarted),
+}
+
+/// Run the plan as a child of sbx and wait for it, forwarding signals.
+///
+/// The inner stage writes a byte on the plan's ready descriptor once the
+/// sandbox is up; if bubblewrap exits without it, the sandbox never started
+/// and nothing ran, which is reported as [`Outcome::NotStarted`] with a cause.
+/// `on_started` runs as soon as the sandbox is up (the banner).
+pub fn run_sandboxed(plan: &Plan, on_started: &dyn Fn()) -> Result<Outcome> {
+    let mut cmd = crate::exec::prepare(plan)?;
+    let ready_fd = plan.ready_fd.context("the plan has no ready descriptor")?;
+    let ready_r = ready_pipe(ready_fd)?;
+
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("cannot execute {}", plan.program.display()));
+    // Our copy of the write end must go, or the pipe never reports EOF.
+    let _ = nix::unistd::close(ready_fd);
+    let child = child?;
+    let pid = Pid::from_raw(child.id() as i32);
+    // After the spawn, so bubblewrap starts with sbx's own signal mask.
+    let (signals, mask) = route_signals(false)?;
+
+    let mut ready = Ready {
+        watched: Some(ready_r),
+        lifeline: None,
+        started: false,
+    };
+    let code = wait(pid, &signals, &mut ready, on_started)?;
+    // The byte is written before the command starts, so once bubblewrap
+    // has exited it is in the pipe if the sandbox ever came up: never decide
+    // "not started" without this last look (a command that ran must never
+    // run again unsandboxed).
+    if let Some(r) = ready.watched.take() {
+        if read_byte(&r) {
+            ready.started = true;
+        }
+    }
+    let started = ready.started;
+    drop(ready);
+    drop(signals);
+    drop(mask);
+    if !started {
+        return Ok(Outcome::NotStarted(diagnose(plan)));
+    }
+    Ok(Outcome::Exited(u8::try_from(code).unwrap_or(255)))
+}
+
+/// Make the ready pipe, its write end on `ready_fd`; its read end.
+fn ready_pipe(ready_fd: i32) -> Result<OwnedFd> {
+    let (r0, w0) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating a pipe")?;
+    // Move both ends above the ready descriptor, then put the write end on it
+    // (without close-on-exec, so bubblewrap and the inner stage inherit it).
+    let above = |fd: &OwnedFd| -> Result<OwnedFd> {
+        let raw = fcntl(fd.as_raw_fd(), FcntlArg::F_DUPFD_CLOEXEC(ready_fd + 1))
+            .context("moving a descriptor")?;
+        // SAFETY: `raw` was just returned by F_DUPFD_CLOEXEC: a new descriptor
+        // that nothing else owns.
+        #[allow(unsafe_code)]
+        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    };
+    let ready_r = above(&r0)?;
+    let ready_w = above(&w0)?;
+    drop((r0, w0));
+    nix::unistd::dup2(ready_w.as_raw_fd(), ready_fd).context("placing the ready pipe")?;
+    drop(ready_w);
+    Ok(ready_r)
+}
+
+/// The read end of the ready pipe, and what it said.
+struct Ready {
+    /// Watched until the byte comes (or bubblewrap exits).
+    watched: Option<OwnedFd>,
+    /// The read end once the byte came, open until bubblewrap exits.
+    lifeline: Option<OwnedFd>,
+    started: bool,
+}
+
+/// Wait for bubblewrap to exit, passing signals on and noting the byte on
+/// the ready pipe when it comes; bubblewrap's exit status.
+fn wait(pid: Pid, signals: &SignalFd, ready: &mut Ready, on_started: &dyn Fn()) -> Result<i32> {
+    loop {
+        if let Some(code) = reap(pid, false)? {
+            // Catches a child that ended before its SIGCHLD could be routed.
+            return Ok(code);
+        }
+        let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+        if let Some(r) = &ready.watched {
+            fds.push(PollFd::new(r.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e).context("waiting for the sandbox"),
+        }
+        let ready_event = fds
+            .get(1)
+            .and_then(|f| f.revents())
+            .is_some_and(|r| !r.is_empty());
+        let signal_event = fds[0].revents().is_some_and(|r| !r.is_empty());
+        if ready_event {
+            // Stop watching, but keep the read end open until bubblewrap
+            // exits: the inner stage holds the write end as its lifeline.
+            if let Some(r) = ready.watched.take() {
+                if read_byte(&r) {
+                    ready.started = true;
+                    on_started();
+                }
+                ready.lifeline = Some(r);
+            }
+        }
+        if signal_event {
+            if let Some(info) = signals.read_signal().context("reading the signalfd")? {
+                if let Some(code) = on_signal(&info, pid, false)? {
+                    return Ok(code);
+                }
+            }
+        }
+    }
+}
+
+/// Whether the ready byte can be read from `pipe`.
+fn read_byte(pipe: &OwnedFd) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(nix::unistd::read(pipe.as_raw_fd(), &mut byte), Ok(1))
+}
+
+/// Why a sandbox did not start.
+#[derive(Debug, Clone)]
+pub enum NotStarted {
+    /// This machine cannot run any sandbox: the cause and bubblewrap's words.
+    Environment(Cause, String),
+    /// A sandbox runs here, but not with this policy (bubblewrap's words).
+    /// Project files and project contents shape the policy, and the command
+    /// can write both: never a reason to run without a sandbox.
+    Policy(String),
+}
+
+/// Find out why a sandbox did not start. First a sandbox that nothing from
+/// the project or its configuration shapes (the host root read-only, fresh
+/// /dev and /proc, the inner stage running `sbx --version`): if that fails,
+/// this machine cannot sandbox and the cause is mapped from what bubblewrap
+/// said. If it starts, the failure belongs to this policy: the same plan is
+/// run with `true` as the command to capture bubblewrap's words.
+pub fn diagnose(plan: &Plan) -> NotStarted {
+    // The inner stage is `SBX __inner [OPTIONS] -- CMD`: SBX is just before
+    // `__inner`, and its own `--` is the first one after it.
+    let inner = plan.args.iter().position(|a| a == "__inner");
+    let sbx = inner
+        .and_then(|i| i.checked_sub(1))
+        .and_then(|i| plan.args.get(i));
+    let sep = inner.and_then(|i| {
+        plan.args
+            .iter()
+            .skip(i)
+            .position(|a| a == "--")
+            .map(|p| p + i)
+    });
+    let (Some(sbx), Some(sep)) = (sbx, sep) else {
+        return NotStarted::Environment(probe::UNKNOWN, String::new());
+    };
+    let minimal = Plan {
+        program: plan.program.clone(),
+        args: crate::backend::bwrap::NAMESPACE_FLAGS
+            .iter()
+            .chain(&[
+                "--unshare-net",
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--perms",
+                "0700",
+                "--tmpfs",
+                "/tmp",
+                "--cap-drop",
+                "ALL",
+                "--",
+            ])
+            .map(OsString::from)
+            .chain([
+                sbx.clone(),
+                "__inner".into(),
+                "--".into(),
+                sbx.clone(),
+                "--version".into(),
+            ])
+            .collect(),
+        env: None,
+        placeholder: None,
+        create: Vec::new(),
+        profile: None,
+        ready_fd: None,
+    };
+    let (ok, stderr) = run_for_stderr(&minimal);
+    if !ok {
+        let facts = probe::Facts::read();
+        let root = nix::unistd::geteuid().is_root();
+        let cause = probe::diagnose(&stderr, &facts, root);
+        // Only a cause sbx recognises (no user namespaces, no seccomp, an old
+        // bubblewrap, ...) says this machine cannot sandbox. A timeout, a
+        // spawn error or an unknown message could be the command's doing (a
+        // process storm from a concurrent run): never a fallback.
+        if cause != probe::UNKNOWN {
+            return NotStarted::Environment(cause, first_line(&stderr));
+        }
+        return NotStarted::Policy(format!(
+            "the diagnostic sandbox failed too, for no reason sbx recognises: {}",
+            first_line(&stderr)
+        ));
+    }
+    let mut args: Vec<OsString> = plan.args[..=sep].to_vec();
+    args.push("true".into());
+    let full = Plan {
+        args,
+        ..plan.clone()
+    };
+    let (_, stderr) = run_for_stderr(&full);
+    NotStarted::Policy(first_line(&stderr))
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// Run a plan with stdin and stdout closed and stderr captured, for at most
+/// five seconds; whether it succeeded, and what it printed on stderr.
+fn run_for_stderr(plan: &Plan) -> (bool, String) {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let spawned = crate::exec::prepare(plan).and_then(|mut cmd| {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting the diagnostic run")
+    });
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return (false, format!("{e:#}")),
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    if status.is_none() {
+        stderr = "the diagnostic run did not finish within 5 seconds".into();
+    }
+    (status.is_some_and(|s| s.success()), stderr)
+}

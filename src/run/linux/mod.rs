@@ -1,0 +1,189 @@
+//! The Linux run path. sbx stays the parent of bubblewrap ([`bwrap`]), whose
+//! PID 1 is sbx's own inner stage ([`inner`]); signals go through a
+//! signalfd ([`signals`]); a sandbox that did not start is diagnosed
+//! ([`probe`]); and the checks after the run are [`crate::integrity`]'s.
+
+mod bwrap;
+mod inner;
+mod probe;
+mod signals;
+
+use std::cell::RefCell;
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+
+use self::bwrap::{NotStarted, Outcome};
+use super::allowlist::RunningProxy;
+use crate::backend::Plan;
+use crate::banner::{self, Style};
+use crate::cli;
+use crate::integrity::Checks;
+use crate::policy::Policy;
+
+/// Execute a sandbox plan. On Linux sbx stays as the parent of bubblewrap: to
+/// tell a sandbox that could not start from a command that failed, and to
+/// neutralise "runs later" paths that did not exist (so could not be mounted
+/// read-only) if the command creates them.
+pub fn run_plan(
+    plan: &Plan,
+    policy: &Policy,
+    style: Style,
+    shell_command: bool,
+    proxy: Option<RunningProxy>,
+    cache: Option<&Path>,
+) -> Result<Infallible> {
+    // Written down before the command starts, for the next run to check if
+    // this sbx dies before it can (dropped once the checks are done).
+    let checks = Checks::record(policy, cache)?;
+    let show_banner = banner::wanted(policy.banner, shell_command);
+    let on_started = || {
+        if show_banner {
+            banner::print_active(style, &banner::summary(policy, "bwrap"));
+        }
+    };
+    let outcome = bwrap::run_sandboxed(plan, &on_started);
+    drop(proxy);
+    match outcome? {
+        Outcome::Exited(code) => {
+            let code = check_after(checks, style, code);
+            std::process::exit(i32::from(code))
+        }
+        Outcome::NotStarted(why) => {
+            // Nothing ran: nothing for a later run to check.
+            drop(checks);
+            never_started(policy, style, why)
+        }
+    }
+}
+
+/// Make the checks after a command that ran; the exit status to report.
+///
+/// What the checks after the command find is said once they are all
+/// done: the command may have stopped the terminal's output (`tcflow`),
+/// and a warning blocking on it must not keep a planted file in place.
+fn check_after(checks: Checks, style: Style, code: u8) -> u8 {
+    let said = RefCell::new(Vec::<String>::new());
+    let clean = checks.verify(&|text: &str| said.borrow_mut().push(text.to_string()));
+    let said = said.take();
+    if !said.is_empty() {
+        resume_terminal_output();
+    }
+    for text in said {
+        banner::warn(style, &text);
+    }
+    if clean {
+        code
+    } else {
+        crate::error::EXIT_SBX_FAILED
+    }
+}
+
+/// The sandbox never came up, so nothing ran: run the command without it
+/// (loudly) or refuse, as the cause allows.
+fn never_started(policy: &Policy, style: Style, why: NotStarted) -> Result<Infallible> {
+    match why {
+        NotStarted::Environment(cause, detail) => super::unavailable(
+            policy,
+            style,
+            &format!("{}{} ({})", cause.what, bracket(&detail), cause.fix),
+        ),
+        // A sandbox starts here, just not this one: whatever broke it
+        // (a project file, a planted path) may be the command's doing,
+        // so it never earns an unsandboxed run.
+        NotStarted::Policy(detail) => bail!(
+            "the sandbox could not be set up for this project{}; the command was not run (sbx never falls back to running unsandboxed when only this project's sandbox fails: check the paths named above and the project's .sbx.toml)",
+            bracket(&detail)
+        ),
+    }
+}
+
+/// Restart output on sbx's terminal if the command stopped it
+/// (`tcflow(TCOOFF)`), so that what sbx has to say is not left blocking.
+fn resume_terminal_output() {
+    use std::os::fd::AsFd;
+    let stderr = std::io::stderr();
+    if stderr.is_terminal() {
+        let _ = nix::sys::termios::tcflow(stderr.as_fd(), nix::sys::termios::FlowArg::TCOON);
+    }
+}
+
+/// ` [text]`, or nothing for empty text.
+fn bracket(text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(" [{text}]")
+    }
+}
+
+/// `sbx __inner`: the second stage, PID 1 of the sandbox.
+pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
+    let opts = crate::seccomp::Options {
+        allow_unix_sockets: args.allow_unix_sockets,
+    };
+    inner::run(
+        &args.command,
+        opts,
+        args.ready_fd,
+        args.proxy_socket.as_deref(),
+    )
+    .map(|never| match never {})
+}
+
+/// `sbx __filter -- CMD`: in allowlist mode PID 1 keeps Unix sockets (to
+/// reach the proxy), so the command gets the Unix-socket rule from here.
+pub fn filter(command: &[OsString]) -> Result<ExitCode> {
+    use std::os::unix::process::CommandExt;
+    crate::seccomp::apply(&[crate::seccomp::unix_socket_program()?])?;
+    let Some((program, args)) = command.split_first() else {
+        bail!("no command given");
+    };
+    let err = std::process::Command::new(program).args(args).exec();
+    Ok(ExitCode::from(crate::error::spawn_failure(program, &err)))
+}
+
+/// Whether this process already runs inside an sbx sandbox. Decided from
+/// what the sandbox cannot fake away and the host cannot fake into existence
+/// for sbx: PID 1 is sbx's inner stage and this process is filtered.
+pub fn already_sandboxed() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let filtered = status
+        .lines()
+        .any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2'))
+        && status
+            .lines()
+            .any(|l| l.starts_with("NoNewPrivs:") && l.trim_end().ends_with('1'));
+    let init = std::fs::read("/proc/1/cmdline").unwrap_or_default();
+    filtered && init.split(|&b| b == 0).nth(1) == Some(b"__inner".as_slice())
+}
+
+/// Make the checks of earlier runs whose sbx was killed before it could
+/// (see [`crate::integrity`]); an error when they found something.
+pub fn recover_killed_runs(cache: &Path, style: Style) -> Result<()> {
+    if !crate::integrity::journal::recover(cache, &|text: &str| banner::warn(style, text)) {
+        bail!("an earlier sbx run was killed before its checks, and they found what is named above; review it, then run the command again");
+    }
+    Ok(())
+}
+
+/// The environment as the policy sees it: on Linux, as it is.
+pub fn host_env(env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    env
+}
+
+/// Why the probe's sandbox did not start.
+pub fn probe_not_started(plan: &Plan, _stderr: &str) -> String {
+    match bwrap::diagnose(plan) {
+        NotStarted::Environment(cause, detail) => {
+            format!("{} [{detail}] ({})", cause.what, cause.fix)
+        }
+        NotStarted::Policy(detail) => format!(
+            "the sandbox cannot be set up for this project [{detail}] (a sandbox does start here: check the paths named and the project's .sbx.toml)"
+        ),
+    }
+}

@@ -1,0 +1,134 @@
+//! The macOS run path. sbx stays the parent of sandbox-exec
+//! ([`super::sandbox_exec`]); Seatbelt's rules follow the path, whatever is
+//! there, so nothing is left to check after the run. There is no inner
+//! stage: the profile is the whole sandbox.
+
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+
+use super::allowlist::RunningProxy;
+use super::sandbox_exec::{profile_refusal, run_seatbelt, Ended};
+use crate::backend::{self, Plan};
+use crate::banner::{self, Style};
+use crate::cli;
+use crate::policy::Policy;
+
+/// Execute a Seatbelt plan. sbx stays the parent of sandbox-exec: to serve
+/// the allowlist proxy, and to tell a profile sandbox-exec refused (nothing
+/// ran) from a command that failed.
+pub fn run_plan(
+    plan: &Plan,
+    policy: &Policy,
+    style: Style,
+    shell_command: bool,
+    proxy: Option<RunningProxy>,
+    _cache: Option<&Path>,
+) -> Result<Infallible> {
+    let true_program = Path::new(backend::seatbelt::TRUE);
+    // Inside sbx's own sandbox (a tool there running `$SHELL -c` with
+    // SHELL=sbx), macOS refuses a second profile: the command runs in the
+    // sandbox it is in, as on Linux. The variable says it may be sbx's, the
+    // refusal of a trial run proves a sandbox is there (a variable alone
+    // proves nothing: anyone can set it); the trial also keeps
+    // sandbox-exec's complaint off the command's stderr.
+    if std::env::var_os("SBX_SANDBOX").is_some_and(|v| v == "1")
+        && matches!(
+            profile_refusal(plan, true_program),
+            Some(Ended::Refused { nested: true, .. })
+        )
+    {
+        return crate::exec::exec_unsandboxed(&policy.command);
+    }
+    if banner::wanted(policy.banner, shell_command) {
+        banner::print_active(style, &banner::summary(policy, "seatbelt"));
+    }
+    let ended = run_seatbelt(plan, true_program);
+    drop(proxy);
+    match ended? {
+        Ended::Exited(code) => std::process::exit(code),
+        // Inside another Seatbelt sandbox (an agent's own): a fact about
+        // where sbx runs, like a machine without bubblewrap.
+        Ended::Refused {
+            nested: true,
+            words,
+        } => super::unavailable(
+            policy,
+            style,
+            &format!(
+                "sbx already runs inside a Seatbelt sandbox, and macOS does not nest them ({})",
+                banner::sanitize(&words)
+            ),
+        ),
+        Ended::Refused {
+            nested: false,
+            words,
+        } => bail!(
+            "sandbox-exec refused the profile, so the command was not run ({}); `sbx profile` prints it, and this is a bug worth reporting with your macOS version",
+            banner::sanitize(&words)
+        ),
+    }
+}
+
+/// `sbx __inner`: the inner stage exists only on Linux.
+pub fn inner(_args: cli::InnerArgs) -> Result<ExitCode> {
+    bail!("the inner stage exists only on Linux")
+}
+
+/// `sbx __filter`: the inner stage exists only on Linux.
+pub fn filter(_command: &[OsString]) -> Result<ExitCode> {
+    bail!("the inner stage exists only on Linux")
+}
+
+/// Inside sbx's own sandbox, macOS refuses a second profile; that is found
+/// out when the plan runs ([`run_plan`]), not here.
+pub fn already_sandboxed() -> bool {
+    false
+}
+
+/// Nothing to recover: no run leaves checks for the next one on macOS.
+pub fn recover_killed_runs(_cache: &Path, _style: Style) -> Result<()> {
+    Ok(())
+}
+
+/// The environment as the policy sees it: with the per-user temporary
+/// directory as `$TMPDIR` when it is missing.
+pub fn host_env(env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    with_darwin_tmpdir(env)
+}
+
+/// Without `$TMPDIR`, macOS programs use the per-user temporary directory
+/// the system names (`confstr(_CS_DARWIN_USER_TEMP_DIR)`); it is made
+/// writable like `$TMPDIR`, so it is looked up here (with `getconf`, by
+/// absolute path, only when the variable is missing).
+fn with_darwin_tmpdir(mut env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    if env.iter().any(|(k, v)| k == "TMPDIR" && !v.is_empty()) {
+        return env;
+    }
+    let found = std::process::Command::new("/usr/bin/getconf")
+        .arg("DARWIN_USER_TEMP_DIR")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| s.starts_with('/'));
+    if let Some(dir) = found {
+        env.retain(|(k, _)| k != "TMPDIR");
+        env.push(("TMPDIR".into(), dir.into()));
+    }
+    env
+}
+
+/// Why the probe's sandbox did not start: what sandbox-exec said.
+pub fn probe_not_started(_plan: &Plan, stderr: &str) -> String {
+    format!(
+        "sandbox-exec did not run the probe [{}]",
+        banner::sanitize(stderr.trim())
+    )
+}

@@ -1,0 +1,68 @@
+//! Running a rendered plan: the one place where Linux and macOS part ways.
+//!
+//! `app` resolves the policy and renders the plan alike on every platform.
+//! What happens next is each platform's own, behind one set of functions
+//! that every platform module provides with the same signatures, and that
+//! `app` calls without knowing which platform it is on:
+//!
+//! - [`run_plan`]: run the plan with sbx as the sandbox's parent, and exit
+//!   with the command's status;
+//! - [`inner`] and [`filter`]: the hidden `__inner` and `__filter` stages
+//!   inside the sandbox (Linux only);
+//! - [`already_sandboxed`]: whether sbx already runs inside its own sandbox;
+//! - [`recover_killed_runs`]: the checks a killed earlier run left undone;
+//! - [`host_env`]: the environment as the policy sees it;
+//! - [`probe_not_started`]: why the sandbox of `sbx check` did not start.
+//!
+//! On Linux ([`linux`]) sbx is the parent of bubblewrap, PID 1 of the
+//! sandbox is sbx's inner stage, signals go through a signalfd, and the
+//! checks of [`crate::integrity`] follow the run. On macOS (`macos`) sbx is
+//! the parent of sandbox-exec ([`sandbox_exec`]), whose signals go through a
+//! `sigwait` thread. Elsewhere (`other`) there is no sandbox. What the
+//! platforms share stays here: the allowlist proxy ([`allowlist`]) and what
+//! happens when no sandbox can be had ([`unavailable`]).
+
+pub mod allowlist;
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+mod other;
+// macOS's, and compiled on Linux for its tests (a shell script stands in for
+// sandbox-exec).
+#[cfg(any(target_os = "macos", test))]
+mod sandbox_exec;
+
+#[cfg(target_os = "linux")]
+use linux as platform;
+#[cfg(target_os = "macos")]
+use macos as platform;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+use other as platform;
+
+use std::convert::Infallible;
+
+use anyhow::{bail, Result};
+
+use crate::banner::{self, Style};
+use crate::policy::Policy;
+
+pub use platform::{
+    already_sandboxed, filter, host_env, inner, probe_not_started, recover_killed_runs, run_plan,
+};
+
+/// The sandbox cannot be enforced here: refuse with `require`, else run the
+/// command without it, loudly.
+pub fn unavailable(policy: &Policy, style: Style, cause: &str) -> Result<Infallible> {
+    if policy.require {
+        bail!("cannot sandbox the command: {cause}; refusing to run it because `require` is set");
+    }
+    banner::not_sandboxed(
+        style,
+        &format!(
+            "{cause}; running the command without a sandbox (set require = true to refuse instead)"
+        ),
+    );
+    crate::exec::exec_unsandboxed(&policy.command)
+}
