@@ -47,78 +47,118 @@ pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> 
     // A disabled sandbox enforces nothing: never report it as enforced.
     let ok =
         policy.enabled && backend.is_ok() && started.is_ok() && tests.iter().all(|(_, v)| v.ok());
-    let origins: Vec<(String, String)> = policy
-        .origins
-        .iter()
-        .map(|(k, s)| (k.to_string(), s.to_string()))
-        .collect();
+    let report = Report {
+        policy,
+        backend,
+        started,
+        tests,
+        ok,
+    };
     match format {
-        FormatArg::Json => {
-            let value = serde_json::json!({
-                "ok": ok,
-                "backend": backend.as_ref().ok(),
-                "backend_error": backend.as_ref().err(),
-                "sandbox_error": started.as_ref().err(),
-                "enabled": policy.enabled,
-                "project": policy.project,
-                "writable": policy.writable,
-                "policy": banner::summary(policy, ""),
-                "tests": tests.iter().map(|(name, v)| serde_json::json!({"test": name, "result": v.text(), "ok": v.ok()})).collect::<Vec<_>>(),
-                "origins": origins.iter().map(|(k, s)| serde_json::json!({"key": k, "source": s})).collect::<Vec<_>>(),
-                "warnings": policy.warnings,
-            });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&value).unwrap_or_default()
-            );
-        }
-        FormatArg::Text => {
-            match &backend {
-                Ok(b) => println!("backend:  {b}"),
-                Err(e) => println!("backend:  NOT available: {e}"),
-            }
-            if let Err(e) = &started {
-                if backend.is_ok() {
-                    println!("sandbox:  cannot start: {e}");
-                }
-            }
-            if policy.enabled {
-                println!("policy:   {}", banner::summary(policy, "sandbox"));
-            } else {
-                println!(
-                    "sandbox:  disabled (`enabled = false`): commands run WITHOUT any sandbox"
-                );
-            }
-            println!(
-                "project:  {}",
-                banner::sanitize(&policy.project.display().to_string())
-            );
-            for (name, verdict) in &tests {
-                println!("test:     {name}: {}", verdict.text());
-            }
-            for (k, s) in &origins {
-                println!("setting:  {k} from {}", banner::sanitize(s));
-            }
-            for w in &policy.warnings {
-                println!("warning:  {}", banner::sanitize(w));
-            }
-            println!(
-                "{}",
-                if ok {
-                    "result:   everything the policy asks for is enforced"
-                } else if !policy.enabled {
-                    "result:   nothing is enforced: the sandbox is disabled"
-                } else {
-                    "result:   NOT everything the policy asks for is enforced"
-                }
-            );
-        }
+        FormatArg::Json => report.print_json(),
+        FormatArg::Text => report.print_text(),
     }
     Ok(if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// What `sbx check` found.
+struct Report<'a> {
+    policy: &'a Policy,
+    backend: Result<String, String>,
+    started: Result<(), String>,
+    tests: Vec<(&'static str, Verdict)>,
+    ok: bool,
+}
+
+impl Report<'_> {
+    /// Where each effective value came from.
+    fn origins(&self) -> Vec<(String, String)> {
+        self.policy
+            .origins
+            .iter()
+            .map(|(k, s)| (k.to_string(), s.to_string()))
+            .collect()
+    }
+
+    fn print_json(&self) {
+        let Report {
+            policy,
+            backend,
+            started,
+            tests,
+            ok,
+        } = self;
+        let origins = self.origins();
+        let value = serde_json::json!({
+            "ok": ok,
+            "backend": backend.as_ref().ok(),
+            "backend_error": backend.as_ref().err(),
+            "sandbox_error": started.as_ref().err(),
+            "enabled": policy.enabled,
+            "project": policy.project,
+            "writable": policy.writable,
+            "policy": banner::summary(policy, ""),
+            "tests": tests.iter().map(|(name, v)| serde_json::json!({"test": name, "result": v.text(), "ok": v.ok()})).collect::<Vec<_>>(),
+            "origins": origins.iter().map(|(k, s)| serde_json::json!({"key": k, "source": s})).collect::<Vec<_>>(),
+            "warnings": policy.warnings,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+    }
+
+    fn print_text(&self) {
+        let Report {
+            policy,
+            backend,
+            started,
+            tests,
+            ok,
+        } = self;
+        let origins = self.origins();
+        match backend {
+            Ok(b) => println!("backend:  {b}"),
+            Err(e) => println!("backend:  NOT available: {e}"),
+        }
+        if let Err(e) = started {
+            if backend.is_ok() {
+                println!("sandbox:  cannot start: {e}");
+            }
+        }
+        if policy.enabled {
+            println!("policy:   {}", banner::summary(policy, "sandbox"));
+        } else {
+            println!("sandbox:  disabled (`enabled = false`): commands run WITHOUT any sandbox");
+        }
+        println!(
+            "project:  {}",
+            banner::sanitize(&policy.project.display().to_string())
+        );
+        for (name, verdict) in tests {
+            println!("test:     {name}: {}", verdict.text());
+        }
+        for (k, s) in &origins {
+            println!("setting:  {k} from {}", banner::sanitize(s));
+        }
+        for w in &policy.warnings {
+            println!("warning:  {}", banner::sanitize(w));
+        }
+        println!(
+            "{}",
+            if *ok {
+                "result:   everything the policy asks for is enforced"
+            } else if !policy.enabled {
+                "result:   nothing is enforced: the sandbox is disabled"
+            } else {
+                "result:   NOT everything the policy asks for is enforced"
+            }
+        );
+    }
 }
 
 /// The backend that would run, with its version.
@@ -146,87 +186,52 @@ fn backend(policy: &Policy, host: &Host) -> Result<String, String> {
     }
 }
 
+/// Whether the self-test's sandbox started (why not), and each verdict.
+type SelfTest = (Result<(), String>, Vec<(&'static str, Verdict)>);
+
 /// Run a real sandbox with the effective policy plus one planted secret, and
 /// judge from the host what it could do.
-fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static str, Verdict)>) {
+fn self_test(policy: &Policy, host: &Host) -> SelfTest {
+    match try_self_test(policy, host) {
+        Ok(tests) => (Ok(()), tests),
+        Err(e) => (Err(e), Vec::new()),
+    }
+}
+
+/// [`self_test`], or why its sandbox could not be run.
+fn try_self_test(policy: &Policy, host: &Host) -> Result<Vec<(&'static str, Verdict)>, String> {
     use crate::config::FsSetting;
     use crate::policy::Network;
-    use std::ffi::OsString;
-    use std::io::Read;
     use std::net::TcpListener;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    let Some(sbx) = host.self_exe.clone() else {
-        return (Err("cannot find sbx's own executable".into()), Vec::new());
-    };
-    // A scratch directory outside every writable root, if there is one.
-    let candidates: Vec<PathBuf> = host
-        .cache_dir
-        .iter()
-        .cloned()
-        .chain([PathBuf::from("/var/tmp")])
-        .collect();
-    let scratch = candidates.iter().find_map(|dir| {
-        let path = dir.join(format!("sbx-check-{}", std::process::id()));
-        std::fs::create_dir_all(&path).ok()?;
-        let real = std::fs::canonicalize(&path).ok()?;
-        if policy.writable.iter().any(|w| real.starts_with(w)) {
-            let _ = std::fs::remove_dir_all(&path);
-            None
-        } else {
-            Some(real)
-        }
-    });
-    let Some(scratch) = scratch else {
-        return (
-            Err("no scratch directory outside the writable roots".into()),
-            Vec::new(),
-        );
-    };
+    let sbx = host
+        .self_exe
+        .clone()
+        .ok_or_else(|| "cannot find sbx's own executable".to_string())?;
+    let scratch = scratch_dir(policy, host)
+        .ok_or_else(|| "no scratch directory outside the writable roots".to_string())?;
     let _cleanup = RemoveOnDrop(scratch.clone());
     let marker = format!("sbx-check-secret-{}", std::process::id());
     let secret = scratch.join("secret");
     let written = scratch.join("written");
     if std::fs::write(&secret, &marker).is_err() {
-        return (Err("cannot write the scratch directory".into()), Vec::new());
+        return Err("cannot write the scratch directory".into());
     }
-    let listener = match TcpListener::bind("127.0.0.1:0") {
-        Ok(l) => l,
-        Err(e) => return (Err(format!("cannot listen on loopback: {e}")), Vec::new()),
-    };
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot listen on loopback: {e}"))?;
     let _ = listener.set_nonblocking(true);
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
 
-    let mut probe = policy.clone();
-    probe.credentials.push(crate::policy::Credential {
-        written: secret.clone(),
-        real: Some(secret.clone()),
-        kind: crate::policy::Kind::File,
-    });
-    probe.command = vec![
-        sbx.clone().into_os_string(),
-        OsString::from("__probe"),
-        written.clone().into_os_string(),
-        secret.clone().into_os_string(),
-        OsString::from(&addr),
-    ];
-    let plan = match probe_plan(&probe, host, &sbx) {
-        Ok(plan) => plan,
-        Err(e) => return (Err(e), Vec::new()),
-    };
-    let output = crate::exec::run_captured(&plan, Duration::from_secs(10));
-    let (stdout, stderr) = match output {
-        Ok(out) => out,
-        Err(e) => return (Err(format!("{e:#}")), Vec::new()),
-    };
+    let probe = probe_policy(policy, &sbx, &secret, &written, &addr);
+    let plan = probe_plan(&probe, host, &sbx)?;
+    let (stdout, stderr) =
+        crate::exec::run_captured(&plan, Duration::from_secs(10)).map_err(|e| format!("{e:#}"))?;
     if !stdout.lines().any(|l| l == "started") {
-        return (
-            Err(crate::run::probe_not_started(&plan, &stderr)),
-            Vec::new(),
-        );
+        return Err(crate::run::probe_not_started(&plan, &stderr));
     }
 
     let mut tests = Vec::new();
@@ -247,6 +252,63 @@ fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static
             Verdict::Enforced
         },
     ));
+    tests.push((
+        "network to the host's loopback",
+        match (&policy.network, connection_arrived(&listener)) {
+            (Network::Allow, _) => Verdict::Allowed,
+            (_, true) => Verdict::NotEnforced,
+            (_, false) => Verdict::Enforced,
+        },
+    ));
+    Ok(tests)
+}
+
+/// A scratch directory outside every writable root, if there is one.
+fn scratch_dir(policy: &Policy, host: &Host) -> Option<PathBuf> {
+    let candidates: Vec<PathBuf> = host
+        .cache_dir
+        .iter()
+        .cloned()
+        .chain([PathBuf::from("/var/tmp")])
+        .collect();
+    candidates.iter().find_map(|dir| {
+        let path = dir.join(format!("sbx-check-{}", std::process::id()));
+        std::fs::create_dir_all(&path).ok()?;
+        let real = std::fs::canonicalize(&path).ok()?;
+        if policy.writable.iter().any(|w| real.starts_with(w)) {
+            let _ = std::fs::remove_dir_all(&path);
+            None
+        } else {
+            Some(real)
+        }
+    })
+}
+
+/// The effective policy with `secret` planted as a credential, running
+/// `sbx __probe` to try writing `written`, reading `secret` and reaching
+/// `addr`.
+fn probe_policy(policy: &Policy, sbx: &Path, secret: &Path, written: &Path, addr: &str) -> Policy {
+    use std::ffi::OsString;
+    let mut probe = policy.clone();
+    probe.credentials.push(crate::policy::Credential {
+        written: secret.to_path_buf(),
+        real: Some(secret.to_path_buf()),
+        kind: crate::policy::Kind::File,
+    });
+    probe.command = vec![
+        sbx.as_os_str().to_owned(),
+        OsString::from("__probe"),
+        written.as_os_str().to_owned(),
+        secret.as_os_str().to_owned(),
+        OsString::from(addr),
+    ];
+    probe
+}
+
+/// Whether the probe connected to `listener` (non-blocking).
+fn connection_arrived(listener: &std::net::TcpListener) -> bool {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
     // Give a connection that is on its way a moment to arrive.
     let deadline = Instant::now() + Duration::from_millis(200);
     let mut connected = false;
@@ -261,15 +323,7 @@ fn self_test(policy: &Policy, host: &Host) -> (Result<(), String>, Vec<(&'static
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
-    tests.push((
-        "network to the host's loopback",
-        match (&policy.network, connected) {
-            (Network::Allow, _) => Verdict::Allowed,
-            (_, true) => Verdict::NotEnforced,
-            (_, false) => Verdict::Enforced,
-        },
-    ));
-    (Ok(()), tests)
+    connected
 }
 
 /// The plan that runs the probe policy on this platform.

@@ -183,7 +183,37 @@ pub fn diagnose(plan: &Plan) -> NotStarted {
     let (Some(sbx), Some(sep)) = (sbx, sep) else {
         return NotStarted::Environment(probe::UNKNOWN, String::new());
     };
-    let minimal = Plan {
+    let (ok, stderr) = run_for_stderr(&minimal(plan, sbx));
+    if !ok {
+        let facts = probe::Facts::read();
+        let root = nix::unistd::geteuid().is_root();
+        let cause = probe::diagnose(&stderr, &facts, root);
+        // Only a cause sbx recognises (no user namespaces, no seccomp, an old
+        // bubblewrap, ...) says this machine cannot sandbox. A timeout, a
+        // spawn error or an unknown message could be the command's doing (a
+        // process storm from a concurrent run): never a fallback.
+        if cause != probe::UNKNOWN {
+            return NotStarted::Environment(cause, first_line(&stderr));
+        }
+        return NotStarted::Policy(format!(
+            "the diagnostic sandbox failed too, for no reason sbx recognises: {}",
+            first_line(&stderr)
+        ));
+    }
+    let mut args: Vec<OsString> = plan.args[..=sep].to_vec();
+    args.push("true".into());
+    let full = Plan {
+        args,
+        ..plan.clone()
+    };
+    let (_, stderr) = run_for_stderr(&full);
+    NotStarted::Policy(first_line(&stderr))
+}
+
+/// A sandbox that nothing from the project or its configuration shapes,
+/// with the bubblewrap of `plan`: the inner stage `sbx` runs `sbx --version`.
+fn minimal(plan: &Plan, sbx: &OsString) -> Plan {
+    Plan {
         program: plan.program.clone(),
         args: crate::backend::bwrap::NAMESPACE_FLAGS
             .iter()
@@ -218,32 +248,7 @@ pub fn diagnose(plan: &Plan) -> NotStarted {
         create: Vec::new(),
         profile: None,
         ready_fd: None,
-    };
-    let (ok, stderr) = run_for_stderr(&minimal);
-    if !ok {
-        let facts = probe::Facts::read();
-        let root = nix::unistd::geteuid().is_root();
-        let cause = probe::diagnose(&stderr, &facts, root);
-        // Only a cause sbx recognises (no user namespaces, no seccomp, an old
-        // bubblewrap, ...) says this machine cannot sandbox. A timeout, a
-        // spawn error or an unknown message could be the command's doing (a
-        // process storm from a concurrent run): never a fallback.
-        if cause != probe::UNKNOWN {
-            return NotStarted::Environment(cause, first_line(&stderr));
-        }
-        return NotStarted::Policy(format!(
-            "the diagnostic sandbox failed too, for no reason sbx recognises: {}",
-            first_line(&stderr)
-        ));
     }
-    let mut args: Vec<OsString> = plan.args[..=sep].to_vec();
-    args.push("true".into());
-    let full = Plan {
-        args,
-        ..plan.clone()
-    };
-    let (_, stderr) = run_for_stderr(&full);
-    NotStarted::Policy(first_line(&stderr))
 }
 
 fn first_line(text: &str) -> String {
