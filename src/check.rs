@@ -85,14 +85,8 @@ impl Report<'_> {
     }
 
     fn print_json(&self) {
-        let Report {
-            policy,
-            backend,
-            started,
-            tests,
-            ok,
-        } = self;
-        let origins = self.origins();
+        let (policy, backend, started) = (self.policy, &self.backend, &self.started);
+        let (tests, ok, origins) = (&self.tests, self.ok, self.origins());
         let value = serde_json::json!({
             "ok": ok,
             "backend": backend.as_ref().ok(),
@@ -113,14 +107,8 @@ impl Report<'_> {
     }
 
     fn print_text(&self) {
-        let Report {
-            policy,
-            backend,
-            started,
-            tests,
-            ok,
-        } = self;
-        let origins = self.origins();
+        let (policy, backend, started) = (self.policy, &self.backend, &self.started);
+        let (tests, ok, origins) = (&self.tests, self.ok, self.origins());
         match backend {
             Ok(b) => println!("backend:  {b}"),
             Err(e) => println!("backend:  NOT available: {e}"),
@@ -150,7 +138,7 @@ impl Report<'_> {
         }
         println!(
             "{}",
-            if *ok {
+            if ok {
                 "result:   everything the policy asks for is enforced"
             } else if !policy.enabled {
                 "result:   nothing is enforced: the sandbox is disabled"

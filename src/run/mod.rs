@@ -14,32 +14,30 @@
 //! - [`host_env`]: the environment as the policy sees it;
 //! - [`probe_not_started`]: why the sandbox of `sbx check` did not start.
 //!
-//! On Linux ([`linux`]) sbx is the parent of bubblewrap, PID 1 of the
+//! On Linux (`linux`) sbx is the parent of bubblewrap, PID 1 of the
 //! sandbox is sbx's inner stage, signals go through a signalfd, and the
 //! checks of [`crate::integrity`] follow the run. On macOS (`macos`) sbx is
-//! the parent of sandbox-exec ([`sandbox_exec`]), whose signals go through a
-//! `sigwait` thread. Elsewhere (`other`) there is no sandbox. What the
-//! platforms share stays here: the allowlist proxy ([`allowlist`]) and what
-//! happens when no sandbox can be had ([`unavailable`]).
+//! the parent of sandbox-exec (`sandbox_exec`), whose signals go through a
+//! `sigwait` thread. What the platforms share stays here: the allowlist
+//! proxy ([`allowlist`]) and what happens when no sandbox can be had
+//! ([`unavailable`]).
 
 pub mod allowlist;
 #[cfg(target_os = "linux")]
 mod linux;
-#[cfg(target_os = "macos")]
+// Any other Unix builds the macOS path, as it did before the split: it has
+// neither bubblewrap nor Seatbelt, so no plan rendered there gets to run.
+#[cfg(not(target_os = "linux"))]
 mod macos;
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-mod other;
 // macOS's, and compiled on Linux for its tests (a shell script stands in for
 // sandbox-exec).
-#[cfg(any(target_os = "macos", test))]
+#[cfg(any(not(target_os = "linux"), test))]
 mod sandbox_exec;
 
 #[cfg(target_os = "linux")]
 use linux as platform;
-#[cfg(target_os = "macos")]
+#[cfg(not(target_os = "linux"))]
 use macos as platform;
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-use other as platform;
 
 use std::convert::Infallible;
 
