@@ -54,6 +54,8 @@
 //! killed run recorded and checks each git config against its snapshot, as
 //! that run would have done, then removes it. When they leave something to
 //! review, or a note cannot be read, that run refuses to run its own command.
+//! The look at a new `.git` is not in the note: only the run whose command
+//! made it takes that look.
 
 pub mod gitconfig;
 pub mod journal;
@@ -103,6 +105,10 @@ impl<'a> Checks<'a> {
 
     /// Make the checks once the command has run, then drop the note. False
     /// when something is left in place for the user to review.
+    ///
+    /// Any "runs later" path in the watch list (paths that did not exist, so
+    /// could not be mounted read-only) that the command created is renamed to
+    /// `NAME.sbx-blocked[-N]`: nothing is deleted, and each one is reported.
     pub fn verify(self, warn: &dyn Fn(&str)) -> bool {
         let mut clean = true;
         for (path, before) in &self.watch {
