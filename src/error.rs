@@ -50,20 +50,6 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-/// Report a command that could not be started, the way a shell does, and
-/// return its exit status: 127 when it does not exist, 126 otherwise.
-#[cfg(target_os = "linux")]
-pub fn spawn_failure(program: &std::ffi::OsStr, err: &std::io::Error) -> u8 {
-    let name = program.to_string_lossy();
-    if err.kind() == std::io::ErrorKind::NotFound {
-        eprintln!("sbx: {name}: command not found inside the sandbox");
-        EXIT_NOT_FOUND
-    } else {
-        eprintln!("sbx: {name}: cannot execute: {err}");
-        EXIT_NOT_EXECUTABLE
-    }
-}
-
 /// The exit status for any error that reaches `main`.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     err.chain()

@@ -10,17 +10,11 @@ mod envscan;
 mod error;
 mod exec;
 mod generate;
-mod identity;
-// Its checks run after a bubblewrap run (Seatbelt rules follow the path, so
-// a path or a git config replaced on the host stays protected on macOS).
-#[cfg(target_os = "linux")]
 mod integrity;
 mod netrule;
 mod policy;
 mod proxy;
 mod run;
-#[cfg(target_os = "linux")]
-mod seccomp;
 mod supervise;
 
 use std::process::ExitCode;

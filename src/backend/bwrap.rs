@@ -45,7 +45,7 @@ pub const RELAY_PORT: u16 = 3128;
 
 /// The process and namespace flags every sandbox starts with (the network
 /// namespace is separate: `network = "allow"` keeps the host's). The
-/// diagnostic sandbox of `exec::diagnose` uses the same list, so it tests
+/// diagnostic sandbox of `run::linux::bwrap::diagnose` uses the same list, so it tests
 /// what a real run needs.
 pub const NAMESPACE_FLAGS: &[&str] = &[
     "--as-pid-1",

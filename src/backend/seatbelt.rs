@@ -67,10 +67,6 @@ pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 /// The message attached to every denial. A constant: no user text in the profile.
 const TAG: &str = "SBX";
 
-/// What sbx runs to find out whether sandbox-exec applies a profile at all.
-#[cfg_attr(target_os = "linux", allow(dead_code))]
-pub const TRUE: &str = "/usr/bin/true";
-
 /// Render the Seatbelt plan. `sbx` is sbx's own executable (for git over
 /// ssh through the proxy), `proxy` the allowlist proxy of this run (in
 /// allowlist mode; without one, allowlist mode has no network at all).

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use crate::policy::{GitConfigWatch, Identity};
+use super::identity::{GitConfigWatch, Identity};
 
 /// One setting.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{GitConfigWatch, Identity};
+use super::identity::{GitConfigWatch, Identity};
 
 /// What one run watches, as written before its command starts. Paths are
 /// stored as the hex of their bytes: any path can be written down.
@@ -31,7 +31,7 @@ struct Note {
 /// One watched path and its identity before the run.
 #[derive(Debug, Serialize, Deserialize)]
 struct Watched {
-    #[serde(with = "crate::policy::hex_path")]
+    #[serde(with = "super::identity::hex_path")]
     path: PathBuf,
     before: Option<Identity>,
 }

@@ -12,7 +12,7 @@
 //! # Before the command starts ([`Checks::record`])
 //!
 //! - **Identities**: every protected path with its
-//!   [`crate::policy::Identity`] when the policy was resolved (none when it
+//!   [`identity::Identity`] when the policy was resolved (none when it
 //!   was missing), as the policy found it.
 //! - **The watch list**: those paths, less the ones sbx creates itself before
 //!   the run and the files inside `.git` that exist (git on the host replaces
@@ -20,7 +20,7 @@
 //!   a writable root has its `.git` looked at after the run (`git init`
 //!   inside the sandbox).
 //! - **Git config snapshots**: each git config file mounted read-only, with
-//!   its identity and content ([`crate::policy::GitConfigWatch`]).
+//!   its identity and content ([`identity::GitConfigWatch`]).
 //! - **The note** ([`journal`]): the watch list and the snapshots, in a file
 //!   of `CACHE/pending` named after this process. When it cannot be written
 //!   the command is not run: a killed sbx would leave its checks undone.
@@ -57,109 +57,22 @@
 //! The look at a new `.git` is not in the note: only the run whose command
 //! made it takes that look.
 
+// What tells a file from another is recorded by policy resolution on every
+// platform; the checks themselves follow a bubblewrap run only (Seatbelt's
+// rules follow the path, so a path or a git config replaced on the host
+// stays protected on macOS).
+pub mod identity;
+
+#[cfg(target_os = "linux")]
+mod checks;
+#[cfg(target_os = "linux")]
 pub mod gitconfig;
+#[cfg(target_os = "linux")]
 pub mod journal;
+#[cfg(target_os = "linux")]
 mod sweep;
 
-use std::path::{Path, PathBuf};
-
-use anyhow::{Context, Result};
-
-use crate::policy::{self, GitConfigWatch, Identity, Policy};
-
+#[cfg(target_os = "linux")]
+pub use checks::Checks;
+#[cfg(target_os = "linux")]
 pub use sweep::sweep;
-
-/// What one run checks after its command, recorded before it starts.
-pub struct Checks<'a> {
-    watch: Vec<(PathBuf, Option<Identity>)>,
-    git_configs: &'a [GitConfigWatch],
-    /// The project's `.git` when it was missing in a writable root.
-    new_git: Option<PathBuf>,
-    /// This run's note, removed when the checks are done (dropped).
-    _note: Option<journal::Pending>,
-}
-
-impl<'a> Checks<'a> {
-    /// Take what the checks after the run compare against, and write it
-    /// down in `cache` before the command starts, for the next run to check
-    /// if this sbx dies before it can.
-    pub fn record(policy: &'a Policy, cache: Option<&Path>) -> Result<Checks<'a>> {
-        let watch = watch_list(policy);
-        let new_git = policy.project.join(".git");
-        let watch_git = policy.writable.iter().any(|w| new_git.starts_with(w))
-            && std::fs::symlink_metadata(&new_git).is_err();
-        let note = match cache {
-            Some(c) => Some(
-                journal::write(c, &watch, &policy.git_configs)
-                    .context("the run's note for the checks after it cannot be written, so the command was not run")?,
-            ),
-            None => None,
-        };
-        Ok(Checks {
-            watch,
-            git_configs: &policy.git_configs,
-            new_git: watch_git.then_some(new_git),
-            _note: note,
-        })
-    }
-
-    /// Make the checks once the command has run, then drop the note. False
-    /// when something is left in place for the user to review.
-    ///
-    /// Any "runs later" path in the watch list (paths that did not exist, so
-    /// could not be mounted read-only) that the command created is renamed to
-    /// `NAME.sbx-blocked[-N]`: nothing is deleted, and each one is reported.
-    pub fn verify(self, warn: &dyn Fn(&str)) -> bool {
-        let mut clean = true;
-        for (path, before) in &self.watch {
-            if !sweep(path, before.as_ref(), warn) {
-                // Left in place, it would run later outside the sandbox: sbx
-                // fails so that the caller notices, whatever the command did.
-                clean = false;
-            }
-        }
-        if !gitconfig::check_git_configs(self.git_configs, warn) {
-            clean = false;
-        }
-        if let Some(new_git) = &self.new_git {
-            let created = std::fs::symlink_metadata(new_git).ok();
-            if created.as_ref().is_some_and(|m| !m.is_dir()) {
-                // A `.git` file or link sends git to a repository the
-                // command prepared elsewhere: moved aside like any
-                // "runs later" path.
-                if !sweep(new_git, None, warn) {
-                    clean = false;
-                }
-            } else {
-                gitconfig::inspect_new_git(new_git, warn);
-            }
-        }
-        clean
-    }
-}
-
-/// Every protected path with its identity before the run: missing ones
-/// could be created by this command, and existing ones replaced by it if
-/// something outside removes or renames them meanwhile (another run's
-/// sweep, say: the read-only mount on them is then detached). Files
-/// inside .git that exist are left out: git itself replaces them (a lock
-/// file renamed over .git/config) when the user runs it meanwhile, so a
-/// replaced one is the user's; the config files among them are checked
-/// for new settings instead (`policy.git_configs`).
-fn watch_list(policy: &Policy) -> Vec<(PathBuf, Option<Identity>)> {
-    let mut watch: Vec<(PathBuf, Option<Identity>)> = policy
-        .protected
-        .iter()
-        .filter(|p| {
-            // A symlink is never mounted (kind Missing) but has an identity:
-            // watched wherever it is.
-            !p.create
-                && (p.identity.is_none()
-                    || p.kind != policy::Kind::File
-                    || !p.path.components().any(|c| c.as_os_str() == ".git"))
-        })
-        .map(|p| (p.path.clone(), p.identity.clone()))
-        .collect();
-    watch.sort();
-    watch
-}

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::policy::Identity;
+use super::identity::Identity;
 
 /// Neutralise a "runs later" path that the run created or replaced: rename
 /// it to `NAME.sbx-blocked[-N]` (nothing is deleted) and say so. Its

@@ -38,7 +38,7 @@ mod runs_later;
 mod settings;
 mod writable;
 
-pub use crate::identity::{hex_path, GitConfigWatch, Identity};
+pub use crate::integrity::identity::{GitConfigWatch, Identity};
 #[cfg(test)]
 pub use environment::{is_credential_env, is_credential_var};
 #[cfg(test)]
@@ -103,7 +103,7 @@ pub struct Protected {
     pub create: bool,
     /// Device and inode when the policy was resolved (`None`: missing). A
     /// path that exists after the run with another identity was created or
-    /// replaced meanwhile, and is neutralised (see `exec::run_sandboxed`).
+    /// replaced meanwhile, and is neutralised (see `integrity::Checks::verify`).
     pub identity: Option<Identity>,
 }
 
@@ -156,6 +156,8 @@ pub struct Policy {
     /// the read-only mount inside a running sandbox: after the run, a
     /// replaced one is checked for settings it did not have before (Linux;
     /// Seatbelt's rules follow the path, whatever is there).
+    // Resolved on every platform like the rest of the policy, read by the
+    // Linux run path only: not unused code, unused on macOS.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub git_configs: Vec<GitConfigWatch>,
     /// sbx's per-project caches for tools whose own is not writable (the

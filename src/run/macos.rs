@@ -12,10 +12,13 @@ use anyhow::{bail, Result};
 
 use super::allowlist::RunningProxy;
 use super::sandbox_exec::{profile_refusal, run_seatbelt, Ended};
-use crate::backend::{self, Plan};
+use crate::backend::Plan;
 use crate::banner::{self, Style};
 use crate::cli;
 use crate::policy::Policy;
+
+/// What sbx runs to find out whether sandbox-exec applies a profile at all.
+const TRUE: &str = "/usr/bin/true";
 
 /// Execute a Seatbelt plan. sbx stays the parent of sandbox-exec: to serve
 /// the allowlist proxy, and to tell a profile sandbox-exec refused (nothing
@@ -28,7 +31,7 @@ pub fn run_plan(
     proxy: Option<RunningProxy>,
     _cache: Option<&Path>,
 ) -> Result<Infallible> {
-    let true_program = Path::new(backend::seatbelt::TRUE);
+    let true_program = Path::new(TRUE);
     // Inside sbx's own sandbox (a tool there running `$SHELL -c` with
     // SHELL=sbx), macOS refuses a second profile: the command runs in the
     // sandbox it is in, as on Linux. The variable says it may be sbx's, the

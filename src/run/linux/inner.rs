@@ -33,7 +33,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use nix::unistd::Pid;
 
-use crate::seccomp;
+use super::seccomp;
 
 /// Run the second stage. Returns only on failure; on success the process exits
 /// with the command's status.
@@ -102,7 +102,7 @@ pub fn run(
     };
     let child = match cmd.args(args).spawn() {
         Ok(child) => child,
-        Err(e) => std::process::exit(i32::from(crate::error::spawn_failure(program, &e))),
+        Err(e) => std::process::exit(i32::from(super::spawn_failure(program, &e))),
     };
     let pid = Pid::from_raw(child.id() as i32);
     let (signals, _mask) = super::signals::route_signals(true)?;

@@ -6,6 +6,7 @@
 mod bwrap;
 mod inner;
 mod probe;
+mod seccomp;
 mod signals;
 
 use std::cell::RefCell;
@@ -123,7 +124,7 @@ fn bracket(text: &str) -> String {
 
 /// `sbx __inner`: the second stage, PID 1 of the sandbox.
 pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
-    let opts = crate::seccomp::Options {
+    let opts = seccomp::Options {
         allow_unix_sockets: args.allow_unix_sockets,
     };
     inner::run(
@@ -139,12 +140,12 @@ pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
 /// reach the proxy), so the command gets the Unix-socket rule from here.
 pub fn filter(command: &[OsString]) -> Result<ExitCode> {
     use std::os::unix::process::CommandExt;
-    crate::seccomp::apply(&[crate::seccomp::unix_socket_program()?])?;
+    seccomp::apply(&[seccomp::unix_socket_program()?])?;
     let Some((program, args)) = command.split_first() else {
         bail!("no command given");
     };
     let err = std::process::Command::new(program).args(args).exec();
-    Ok(ExitCode::from(crate::error::spawn_failure(program, &err)))
+    Ok(ExitCode::from(spawn_failure(program, &err)))
 }
 
 /// Whether this process already runs inside an sbx sandbox. Decided from
@@ -185,5 +186,18 @@ pub fn probe_not_started(plan: &Plan, _stderr: &str) -> String {
         NotStarted::Policy(detail) => format!(
             "the sandbox cannot be set up for this project [{detail}] (a sandbox does start here: check the paths named and the project's .sbx.toml)"
         ),
+    }
+}
+
+/// Report a command that could not be started, the way a shell does, and
+/// return its exit status: 127 when it does not exist, 126 otherwise.
+pub(super) fn spawn_failure(program: &std::ffi::OsStr, err: &std::io::Error) -> u8 {
+    let name = program.to_string_lossy();
+    if err.kind() == std::io::ErrorKind::NotFound {
+        eprintln!("sbx: {name}: command not found inside the sandbox");
+        crate::error::EXIT_NOT_FOUND
+    } else {
+        eprintln!("sbx: {name}: cannot execute: {err}");
+        crate::error::EXIT_NOT_EXECUTABLE
     }
 }
