@@ -9,6 +9,8 @@
 //! path that does not exist yet and every credential. Together they are the
 //! resolved policy as a reviewer sees it, so a change of resolution shows up
 //! here as a diff. `SBX_BLESS=1` rewrites the files in `tests/golden/resolve/`.
+//! They record resolution on a Linux host (a macOS host spells its paths
+//! and its temporary directory differently), so they run on Linux only.
 
 use std::path::{Path, PathBuf};
 
@@ -144,6 +146,10 @@ fn plant_project_files(project: &Path) {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "the snapshots are of resolution on a Linux host"
+)]
 fn snapshot_plain_directory() {
     let world = World::new();
     plant_project_files(&world.project);
@@ -192,6 +198,10 @@ fn repository_with_everything(world: &World) -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "the snapshots are of resolution on a Linux host"
+)]
 fn snapshot_repository_with_worktree_submodule_and_hooks_path() {
     let world = World::new();
     repository_with_everything(&world);
@@ -199,6 +209,10 @@ fn snapshot_repository_with_worktree_submodule_and_hooks_path() {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "the snapshots are of resolution on a Linux host"
+)]
 fn snapshot_linked_worktree_as_the_project() {
     let world = World::new();
     let worktree = repository_with_everything(&world);
@@ -206,6 +220,10 @@ fn snapshot_linked_worktree_as_the_project() {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "the snapshots are of resolution on a Linux host"
+)]
 fn snapshot_symlinked_git_directory() {
     let world = World::new();
     world.git_repo();
@@ -218,6 +236,10 @@ fn snapshot_symlinked_git_directory() {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "the snapshots are of resolution on a Linux host"
+)]
 fn snapshot_env_file_linked_out_of_the_project() {
     let world = World::new();
     world.git_repo();
@@ -234,6 +256,10 @@ fn snapshot_env_file_linked_out_of_the_project() {
 }
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "the snapshots are of resolution on a Linux host"
+)]
 fn snapshot_narrowing_project_file() {
     let world = World::new();
     world.git_repo();
