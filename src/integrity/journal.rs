@@ -50,12 +50,21 @@ fn dir(cache: &Path) -> PathBuf {
     cache.join("pending")
 }
 
-/// `PID-STARTTIME` for a process, from `/proc/PID/stat` (the start time is
-/// field 22, after the command name in parentheses, which may hold spaces).
+/// `PID-STARTTIME` for a live process, from `/proc/PID/stat` (the state is
+/// field 3 and the start time field 22, after the command name in
+/// parentheses, which may hold spaces). None for a process that is gone,
+/// and for one that has died but is not reaped yet (a zombie, state `Z`, or
+/// `X` on its way out): a killed sbx whose parent does not wait for it
+/// (container init processes, `Popen.kill()` without `wait()`) keeps its
+/// `/proc` entry, and it is not doing its checks either.
 fn process_key(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, after) = stat.rsplit_once(')')?;
-    let start = after.split_whitespace().nth(19)?;
+    let mut fields = after.split_whitespace();
+    if matches!(fields.next()?, "Z" | "X" | "x") {
+        return None;
+    }
+    let start = fields.nth(18)?;
     Some(format!("{pid}-{start}"))
 }
 
@@ -240,11 +249,18 @@ mod tests {
         assert!(recover(&cache, &|_| {}));
         assert!(planted.exists());
         assert_eq!(std::fs::read_dir(dir(&cache)).unwrap().count(), 1);
-        // Once it is gone, its note is acted on.
+        // Once it is dead its note is acted on, even before it is reaped
+        // (a zombie keeps its /proc entry and its start time).
         other.kill().unwrap();
-        other.wait().unwrap();
+        let stat = format!("/proc/{}/stat", other.id());
+        let start = std::time::Instant::now();
+        while !std::fs::read_to_string(&stat).unwrap().contains(") Z ") {
+            assert!(start.elapsed() < std::time::Duration::from_secs(60));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert!(recover(&cache, &|_| {}));
         assert!(!planted.exists());
+        other.wait().unwrap();
     }
 
     #[test]

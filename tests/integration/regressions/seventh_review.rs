@@ -187,6 +187,53 @@ fn a_killed_sbx_leaves_its_sweep_to_the_next_run() {
     );
 }
 
+/// A killed sbx whose parent does not reap it (a container's PID 1,
+/// `Popen.kill()` without `wait()`) stays a zombie with its `/proc` entry:
+/// the next run took it for a live run and swept nothing, so a planted
+/// `.envrc` stayed. A zombie is dead: its note is acted on.
+#[test]
+fn a_killed_sbx_not_yet_reaped_leaves_its_sweep_to_the_next_run() {
+    require_sandbox!();
+    let world = World::new();
+    let mut cmd = world.sbx_std();
+    sh_in(
+        &mut cmd,
+        &[],
+        "echo 'touch \"$HOME/PWNED\"' > .envrc; echo up > up; sleep 30",
+        &[],
+    );
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_up(&world);
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    // Not reaped: wait until the kernel shows it as a zombie.
+    let stat = format!("/proc/{}/stat", child.id());
+    let start = Instant::now();
+    while !std::fs::read_to_string(&stat).unwrap().contains(") Z ") {
+        assert!(
+            start.elapsed() < util::DEADLINE,
+            "sbx never became a zombie"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let envrc = world.project.join(".envrc");
+    assert!(envrc.exists(), "the scenario did not happen");
+    let out = Sbx.run_sh(&world, "echo NEXT-RAN");
+    let _ = child.wait();
+    assert!(stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
+    assert!(!envrc.exists(), ".envrc left in place: {}", both(&out));
+    assert!(
+        world.project.join(".envrc.sbx-blocked").exists(),
+        "{}",
+        both(&out)
+    );
+}
+
 /// The command stopped its terminal's output (`tcflow(TCOOFF)`, which no
 /// filter refuses): sbx moved the first planted path aside, then blocked
 /// writing its warning, and the user's Ctrl-C killed it before the second
