@@ -67,16 +67,30 @@ pub fn find(project: &Path, cache_dir: Option<&Path>) -> Vec<PathBuf> {
     scan(project, cache_dir, now_ns()).0
 }
 
-/// [`find`], and the directories that could not be listed (no read
-/// permission): what they hold is unknown, so they must be masked whole. A
-/// command can make a directory unreadable to hide a `.env` from the next
-/// scan, then make it readable again.
-pub fn find_with_unreadable(
-    project: &Path,
-    cache_dir: Option<&Path>,
-) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let (found, stats) = scan(project, cache_dir, now_ns());
-    (found, stats.unreadable)
+/// What one walk of a project found.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Real paths of the regular `.env` files (sorted, without duplicates).
+    pub env_files: Vec<PathBuf>,
+    /// The directories that could not be listed (no read permission): what
+    /// they hold is unknown, so they must be masked whole. A command can
+    /// make a directory unreadable to hide a `.env` from the next scan, then
+    /// make it readable again.
+    pub unreadable: Vec<PathBuf>,
+    /// Every `.git` entry (directory, file or link) under the project, the
+    /// project's own included: each is a repository git on the host may
+    /// enter (sorted).
+    pub git_entries: Vec<PathBuf>,
+}
+
+/// Walk `project` (from the cache in `cache_dir` when there is one).
+pub fn walk(project: &Path, cache_dir: Option<&Path>) -> Found {
+    let (env_files, stats) = scan(project, cache_dir, now_ns());
+    Found {
+        env_files,
+        unreadable: stats.unreadable,
+        git_entries: stats.git_entries,
+    }
 }
 
 /// What identifies a directory's entry list as unchanged.
@@ -116,8 +130,8 @@ struct Dir {
     /// when walking).
     subdirs: Vec<Vec<u8>>,
     /// Names of the entries other than directories that start with `.env`
-    /// (any case); [`is_env_file_name`] is applied when
-    /// resolving.
+    /// (any case), and a `.git` file or link; [`is_env_file_name`] is
+    /// applied when resolving.
     envs: Vec<Vec<u8>>,
     /// It could not be listed (never cached: read again every time).
     unreadable: bool,
@@ -131,6 +145,8 @@ struct Stats {
     wrote: bool,
     /// Directories that could not be listed.
     unreadable: Vec<PathBuf>,
+    /// `.git` entries found (sorted).
+    git_entries: Vec<PathBuf>,
 }
 
 fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, Stats) {
@@ -166,6 +182,7 @@ fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, S
     }
     found.sort();
     found.dedup();
+    stats.git_entries.sort();
     (found, stats)
 }
 
@@ -238,6 +255,11 @@ impl Walk {
             child.extend_from_slice(name);
             stack.push(child);
         }
+        for name in dir.subdirs.iter().chain(&dir.envs) {
+            if name == b".git" {
+                stats.git_entries.push(path.join(".git"));
+            }
+        }
         for name in &dir.envs {
             if resolve(path, name, &mut self.found) == Resolved::Denied {
                 stats.unreadable.push(path.to_path_buf());
@@ -282,7 +304,7 @@ fn read(path: &Path, stamp: Stamp) -> (Dir, bool) {
         let name = entry.file_name().into_vec();
         if ft.is_dir() {
             dir.subdirs.push(name);
-        } else if may_be_env(&name) {
+        } else if may_be_env(&name) || name == b".git" {
             dir.envs.push(name);
         }
     }

@@ -406,3 +406,29 @@ fn env_file_names() {
         assert!(!is_env_file_name(n), "{n}");
     }
 }
+
+#[test]
+fn every_git_entry_is_found_from_the_cache_too() {
+    let (_t, p, cache) = setup();
+    fs::create_dir_all(p.join(".git")).unwrap();
+    fs::create_dir_all(p.join("vendor/lib/.git")).unwrap();
+    // A submodule checkout or linked worktree: `.git` is a file.
+    touch(&p.join("deep/a/b/wt/.git"));
+    fs::create_dir_all(p.join("linked")).unwrap();
+    symlink("/nowhere", p.join("linked/.git")).unwrap();
+    // Pruned directories are not searched, for repositories either.
+    fs::create_dir_all(p.join("node_modules/x/.git")).unwrap();
+    let expected: Vec<PathBuf> = ["", "deep/a/b/wt/", "linked/", "vendor/lib/"]
+        .iter()
+        .map(|d| p.join(format!("{d}.git")))
+        .collect();
+    let (_, first) = scan(&p, Some(&cache), later());
+    assert_eq!(first.git_entries, expected);
+    let (_, cached) = scan(&p, Some(&cache), later());
+    assert!(cached.reused > 0 && cached.read == 0, "{cached:?}");
+    assert_eq!(cached.git_entries, expected);
+    // One created later, in a directory the cache knew.
+    touch(&p.join("vendor/.git"));
+    let found = walk(&p, Some(&cache));
+    assert!(found.git_entries.contains(&p.join("vendor/.git")));
+}

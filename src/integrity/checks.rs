@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::identity::{GitConfigWatch, Identity};
+use super::identity::{GitConfigWatch, Identity, Repositories};
+use super::repositories::check_new_repositories;
 use super::{gitconfig, journal, sweep};
 use crate::policy::{self, Policy};
 
@@ -13,8 +14,11 @@ use crate::policy::{self, Policy};
 pub struct Checks<'a> {
     watch: Vec<(PathBuf, Option<Identity>)>,
     git_configs: &'a [GitConfigWatch],
-    /// The project's `.git` when it was missing in a writable root.
-    new_git: Option<PathBuf>,
+    /// The repositories under the project before the run, when they are in
+    /// a writable root (a new one there was made by the command).
+    repositories: Option<&'a Repositories>,
+    /// sbx's cache directory (the walk's cache).
+    cache: Option<PathBuf>,
     /// This run's note, removed when the checks are done (dropped).
     _note: Option<journal::Pending>,
 }
@@ -25,12 +29,15 @@ impl<'a> Checks<'a> {
     /// if this sbx dies before it can.
     pub fn record(policy: &'a Policy, cache: Option<&Path>) -> Result<Checks<'a>> {
         let watch = watch_list(policy);
-        let new_git = policy.project.join(".git");
-        let watch_git = policy.writable.iter().any(|w| new_git.starts_with(w))
-            && std::fs::symlink_metadata(&new_git).is_err();
+        let repositories = policy.repositories.as_ref().filter(|r| {
+            policy
+                .writable
+                .iter()
+                .any(|w| r.scan_root.starts_with(w) || w.starts_with(&r.scan_root))
+        });
         let note = match cache {
             Some(c) => Some(
-                journal::write(c, &watch, &policy.git_configs)
+                journal::write(c, &watch, &policy.git_configs, repositories)
                     .context("the run's note for the checks after it cannot be written, so the command was not run")?,
             ),
             None => None,
@@ -38,7 +45,8 @@ impl<'a> Checks<'a> {
         Ok(Checks {
             watch,
             git_configs: &policy.git_configs,
-            new_git: watch_git.then_some(new_git),
+            repositories,
+            cache: cache.map(Path::to_path_buf),
             _note: note,
         })
     }
@@ -61,17 +69,9 @@ impl<'a> Checks<'a> {
         if !gitconfig::check_git_configs(self.git_configs, warn) {
             clean = false;
         }
-        if let Some(new_git) = &self.new_git {
-            let created = std::fs::symlink_metadata(new_git).ok();
-            if created.as_ref().is_some_and(|m| !m.is_dir()) {
-                // A `.git` file or link sends git to a repository the
-                // command prepared elsewhere: moved aside like any
-                // "runs later" path.
-                if !sweep(new_git, None, warn) {
-                    clean = false;
-                }
-            } else {
-                gitconfig::inspect_new_git(new_git, warn);
+        if let Some(repositories) = self.repositories {
+            if !check_new_repositories(repositories, self.cache.as_deref(), warn) {
+                clean = false;
             }
         }
         clean

@@ -281,11 +281,12 @@ pub fn check_git_configs(configs: &[GitConfigWatch], warn: &dyn Fn(&str)) -> boo
 }
 
 /// A repository created inside the sandbox (`git init`) has hooks and config
-/// written by the sandboxed command, and git runs them later outside it. Warn
-/// when they hold anything `git init` would not have put there.
-pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
+/// written by the sandboxed command, and git runs them later outside it. Say
+/// so, and give true, when they hold anything `git init` would not have put
+/// there, or cannot be read (the caller moves the repository aside).
+pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) -> bool {
     if !git.is_dir() {
-        return;
+        return false;
     }
     // What cannot be read is reported too: a check that fails quietly (say,
     // out of descriptors) would read as "nothing to report".
@@ -324,20 +325,22 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) {
     }
     if !unreadable.is_empty() {
         warn(&format!(
-            "the command created the git repository {}, and sbx could not read its {} to check for hooks and config that git runs outside the sandbox: review them before using git there",
+            "the command created the git repository {}, and sbx could not read its {} to check for hooks and config that git runs outside the sandbox",
             git.display(),
             unreadable.join(" and ")
         ));
+        return true;
     }
     if hooks.is_empty() && risky.is_empty() {
-        return;
+        return false;
     }
     warn(&format!(
-        "the command created the git repository {} with hooks [{}] and config keys [{}] that git runs outside the sandbox: review them before using git there",
+        "the command created the git repository {} with hooks [{}] and config keys [{}] that git runs outside the sandbox",
         git.display(),
         hooks.join(", "),
         crate::banner::sanitize(&risky.join(", "))
     ));
+    true
 }
 
 #[cfg(test)]

@@ -143,3 +143,36 @@ mod hex_bytes {
         super::hex_path::decode_bytes(&text).ok_or_else(|| serde::de::Error::custom("not hex"))
     }
 }
+
+/// The repositories under a project before its run: every `.git` entry the
+/// walk from `scan_root` found. One that is there after the run but not in
+/// this list was made by the command.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub struct Repositories {
+    #[serde(with = "hex_path")]
+    pub scan_root: PathBuf,
+    #[serde(with = "hex_paths")]
+    pub git_entries: Vec<PathBuf>,
+}
+
+/// [`hex_path`] for a list of paths.
+mod hex_paths {
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(paths: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(paths.iter().map(|p| super::hex_path::encode(p)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|text| {
+                super::hex_path::decode(text)
+                    .ok_or_else(|| serde::de::Error::custom("not a hex-encoded path"))
+            })
+            .collect()
+    }
+}

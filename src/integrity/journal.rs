@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::identity::{GitConfigWatch, Identity};
+use super::identity::{GitConfigWatch, Identity, Repositories};
 
 /// What one run watches, as written before its command starts. Paths are
 /// stored as the hex of their bytes: any path can be written down.
@@ -26,6 +26,9 @@ struct Note {
     /// Git config files with what they set before the run.
     #[serde(default)]
     git_configs: Vec<GitConfigWatch>,
+    /// The repositories under the project before the run.
+    #[serde(default)]
+    repositories: Option<Repositories>,
 }
 
 /// One watched path and its identity before the run.
@@ -75,6 +78,7 @@ pub fn write(
     cache: &Path,
     watch: &[(PathBuf, Option<Identity>)],
     git_configs: &[GitConfigWatch],
+    repositories: Option<&Repositories>,
 ) -> anyhow::Result<Pending> {
     use anyhow::Context;
     use std::os::unix::fs::DirBuilderExt;
@@ -94,6 +98,7 @@ pub fn write(
             })
             .collect(),
         git_configs: git_configs.to_vec(),
+        repositories: repositories.cloned(),
     })
     .context("writing down what the run watches")?;
     // Written whole, then renamed into place: a note is never read half
@@ -177,6 +182,12 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
                 if !super::gitconfig::check_git_configs(&note.git_configs, warn) {
                     clean = false;
                 }
+                let made = note.repositories.as_ref().is_some_and(|r| {
+                    !super::repositories::check_new_repositories(r, Some(cache), warn)
+                });
+                if made {
+                    clean = false;
+                }
             }
             None => {
                 warn(&format!(
@@ -202,7 +213,7 @@ mod tests {
         let planted = tmp.path().join(".envrc");
         let watch = vec![(planted.clone(), None)];
         // This run's own note is not touched while it runs.
-        let pending = write(&cache, &watch, &[]).unwrap();
+        let pending = write(&cache, &watch, &[], None).unwrap();
         std::fs::write(&planted, "evil").unwrap();
         assert!(recover(&cache, &|_| {}));
         assert!(planted.exists());
@@ -226,7 +237,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = tmp.path().join("cache");
         let planted = tmp.path().join(".envrc");
-        let pending = write(&cache, &[(planted.clone(), None)], &[]).unwrap();
+        let pending = write(&cache, &[(planted.clone(), None)], &[], None).unwrap();
         let name = pending
             .0
             .file_name()
@@ -272,7 +283,7 @@ mod tests {
         let planted = tmp
             .path()
             .join(std::ffi::OsStr::from_bytes(b"sub\xff\n.envrc"));
-        let pending = write(&cache, &[(planted.clone(), None)], &[]).unwrap();
+        let pending = write(&cache, &[(planted.clone(), None)], &[], None).unwrap();
         std::fs::rename(&pending.0, dir(&cache).join("run-0-1.json")).unwrap();
         std::mem::forget(pending);
         std::fs::write(&planted, "evil").unwrap();
@@ -285,7 +296,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = tmp.path().join("cache");
         let planted = tmp.path().join(".envrc");
-        let pending = write(&cache, &[(planted.clone(), None)], &[]).unwrap();
+        let pending = write(&cache, &[(planted.clone(), None)], &[], None).unwrap();
         std::fs::rename(&pending.0, dir(&cache).join("claimed-0-1-run-0-2.json")).unwrap();
         std::mem::forget(pending);
         std::fs::write(&planted, "evil").unwrap();
@@ -314,7 +325,7 @@ mod tests {
         let kept = tmp.path().join(".envrc");
         std::fs::write(&kept, "mine").unwrap();
         let watch = vec![(kept.clone(), Identity::of(&kept))];
-        let pending = write(&cache, &watch, &[]).unwrap();
+        let pending = write(&cache, &watch, &[], None).unwrap();
         std::fs::rename(&pending.0, dir(&cache).join("run-0-1.json")).unwrap();
         std::mem::forget(pending);
         assert!(recover(&cache, &|_| {}));

@@ -70,6 +70,8 @@ pub mod gitconfig;
 #[cfg(target_os = "linux")]
 pub mod journal;
 #[cfg(target_os = "linux")]
+mod repositories;
+#[cfg(target_os = "linux")]
 mod sweep;
 
 #[cfg(target_os = "linux")]

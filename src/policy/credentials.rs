@@ -66,11 +66,16 @@ fn hidden_agent_tokens(s: &Settings, places: &Places, writable: &[PathBuf]) -> V
     hidden
 }
 
-/// The `.env` files a run masks, and the directories the scan could not list.
+/// What the walk of the project found: the `.env` files a run masks, the
+/// directories it could not list, and the repositories.
 pub(super) struct EnvFiles {
     /// Real paths, sorted.
     pub files: Vec<PathBuf>,
     unreadable: Vec<PathBuf>,
+    /// Every `.git` entry under the scan root (its own included), sorted.
+    pub git_entries: Vec<PathBuf>,
+    /// Where the walk started (none when it did not run).
+    pub scan_root: Option<PathBuf>,
 }
 
 impl EnvFiles {
@@ -99,19 +104,26 @@ pub(super) fn env_files(places: &Places) -> EnvFiles {
         return EnvFiles {
             files: Vec::new(),
             unreadable: Vec::new(),
+            git_entries: Vec::new(),
+            scan_root: None,
         };
     }
     let scan_root = super::paths::outermost_repository(&places.project, &places.home_real);
-    let (found, unreadable) =
-        crate::envscan::find_with_unreadable(&scan_root, places.host.cache_dir.as_deref());
+    let found = crate::envscan::walk(&scan_root, places.host.cache_dir.as_deref());
     let mut files: Vec<PathBuf> = found
+        .env_files
         .into_iter()
         .filter(|p| p.starts_with(&scan_root) || is_users_own_file(p))
         .collect();
     files.extend(above(&scan_root, &places.home_real));
     files.sort();
     files.dedup();
-    EnvFiles { files, unreadable }
+    EnvFiles {
+        files,
+        unreadable: found.unreadable,
+        git_entries: found.git_entries,
+        scan_root: Some(scan_root),
+    }
 }
 
 /// dotenv loaders also look in the directories above the project

@@ -61,6 +61,7 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
             cred(".aws", Kind::Missing),
         ],
         env_files: vec![project.join(".env"), project.join("sub/.env.local")],
+        repositories: None,
         placeholder: home.join(".cache/sbx/empty"),
         network: Network::Deny,
         unix_sockets: false,

@@ -38,7 +38,7 @@ mod runs_later;
 mod settings;
 mod writable;
 
-pub use crate::integrity::identity::{GitConfigWatch, Identity};
+pub use crate::integrity::identity::{GitConfigWatch, Identity, Repositories};
 #[cfg(test)]
 pub use environment::{is_credential_env, is_credential_var};
 #[cfg(test)]
@@ -168,6 +168,12 @@ pub struct Policy {
     pub credentials: Vec<Credential>,
     /// `.env` files found in the project (real paths).
     pub env_files: Vec<PathBuf>,
+    /// The repositories under the project before the run (its `.git`
+    /// entries), so that one the command creates is found after it.
+    // Resolved on every platform, read by the Linux run path only (as
+    // `git_configs`).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub repositories: Option<Repositories>,
     /// The empty, unreadable file bound over credential files (in sbx's
     /// cache directory, which is read-only inside if it lies in a writable root).
     pub placeholder: PathBuf,
@@ -284,6 +290,14 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         later = runs_later::RunsLater::find(&files, &s, &places, &writable)?;
     }
     let dotenv = credentials::env_files(&places);
+    if restricted {
+        let nested: Vec<PathBuf> = dotenv
+            .git_entries
+            .iter()
+            .filter_map(|g| g.parent().map(Path::to_path_buf))
+            .collect();
+        later.add_repositories(&nested, &places, &writable)?;
+    }
     credentials.extend(dotenv.unreadable_dirs());
     if s.filesystem != FsSetting::ReadOnly {
         later.pin_env_files(&dotenv.files, &writable);
@@ -308,6 +322,10 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         git_configs: later.git_configs,
         tool_caches: tool_caches.into_iter().map(|(_, dir)| dir).collect(),
         credentials,
+        repositories: dotenv.scan_root.map(|scan_root| Repositories {
+            scan_root,
+            git_entries: dotenv.git_entries,
+        }),
         env_files: dotenv.files,
         placeholder,
         network: match s.network {

@@ -23,17 +23,24 @@ pub(super) struct RunsLater {
     /// `.env`, shallowest first.
     pub pins: Vec<PathBuf>,
     pub git_configs: Vec<GitConfigWatch>,
+    layout: GitLayout,
 }
 
-/// The project's git directory and its submodules' git directories: a
+/// The `.git` entries of the project and of the other repositories in
+/// writable roots, and their git directories (submodules' included): a
 /// missing `hooks` or `config` directly inside one is created before the run.
+#[derive(Default)]
 struct GitLayout {
-    git: PathBuf,
+    gits: Vec<PathBuf>,
     git_dirs: Vec<PathBuf>,
 }
 
 impl RunsLater {
     /// The "runs later" paths of a restricted filesystem.
+    /// The "runs later" paths of a restricted filesystem: the project's,
+    /// home's (when writable) and sbx's own. Nothing here writes anything,
+    /// so a refusal (a path both writable and kept read-only) comes before
+    /// the walk of the project writes its cache.
     pub fn find(
         files: &ConfigFiles,
         s: &Settings,
@@ -52,12 +59,55 @@ impl RunsLater {
         candidates.extend(places.host.cache_dir.iter().cloned());
         candidates.extend(s.deny_write.iter().cloned());
         let mut later = RunsLater::default();
-        for c in candidates {
-            later.add(&c, &layout, places, writable)?;
-        }
-        later.pins.sort_by_key(|p| p.components().count());
-        later.protected.sort_by_key(|p| p.path.components().count());
+        later.add_all(candidates, layout, places, writable)?;
         Ok(later)
+    }
+
+    /// The other repositories in writable roots, protected like the
+    /// project's own: `nested` (their roots, as the walk of the project
+    /// found them: nested at any depth, submodule checkouts, linked
+    /// worktrees) and those a writable root is or holds at its top.
+    pub fn add_repositories(
+        &mut self,
+        nested: &[PathBuf],
+        places: &Places,
+        writable: &[PathBuf],
+    ) -> Result<()> {
+        let mut others: Vec<PathBuf> = nested.to_vec();
+        others.extend(writable_repositories(writable));
+        others.retain(|r| *r != places.project);
+        others.sort();
+        others.dedup();
+        if others.len() > MAX_SUBMODULES {
+            bail!(
+                "{}: more than {MAX_SUBMODULES} git repositories in writable places, whose hooks and config sbx cannot all keep read-only; the command was not run (remove those you do not use)",
+                places.project.display()
+            );
+        }
+        let mut layout = std::mem::take(&mut self.layout);
+        let mut candidates = Vec::new();
+        for root in &others {
+            repository_candidates(root, &places.home, &mut candidates, &mut layout)?;
+        }
+        self.add_all(candidates, layout, places, writable)
+    }
+
+    /// Protect each candidate inside a writable root; keep the layout for
+    /// the candidates added later.
+    fn add_all(
+        &mut self,
+        candidates: Vec<PathBuf>,
+        layout: GitLayout,
+        places: &Places,
+        writable: &[PathBuf],
+    ) -> Result<()> {
+        for c in candidates {
+            self.add(&c, &layout, places, writable)?;
+        }
+        self.layout = layout;
+        self.pins.sort_by_key(|p| p.components().count());
+        self.protected.sort_by_key(|p| p.path.components().count());
+        Ok(())
     }
 
     /// Every directory between a writable root and a masked `.env` becomes a
@@ -106,7 +156,7 @@ impl RunsLater {
             // except a linked `.git` itself: git must write its objects
             // and refs there; its hooks and config are candidates of
             // their own.
-            if c == layout.git {
+            if layout.gits.iter().any(|g| g == c) {
                 return Ok(());
             }
         }
@@ -232,7 +282,7 @@ fn pin_parents(pins: &mut Vec<PathBuf>, path: &Path, root: &Path, only_dirs: boo
 
 /// The project's git layout as candidates: hooks, configs, `commondir`
 /// files, worktrees, submodules, a `.git` link or file, and the hooks
-/// directory `core.hooksPath` names.
+/// directory `core.hooksPath` names (the repository's or the user's).
 fn git_candidates(places: &Places) -> Result<(Vec<PathBuf>, GitLayout)> {
     let (project, home) = (&places.project, &places.home);
     let mut candidates: Vec<PathBuf> = Vec::new();
@@ -271,24 +321,79 @@ fn git_candidates(places: &Places) -> Result<(Vec<PathBuf>, GitLayout)> {
             candidates.push(hooks);
         }
     }
-    // Submodules keep their hooks and config under .git/modules.
-    let mut git_dirs = vec![git.clone()];
+    let mut layout = GitLayout {
+        gits: vec![git.clone()],
+        git_dirs: vec![git.clone()],
+    };
+    submodule_candidates(&git, &mut candidates, &mut layout)?;
+    Ok((candidates, layout))
+}
+
+/// Another repository than the project's (nested at any depth, a submodule
+/// checkout, a linked worktree, one in a `--writable` path): protected like
+/// the project's own.
+fn repository_candidates(
+    root: &Path,
+    home: &Path,
+    candidates: &mut Vec<PathBuf>,
+    layout: &mut GitLayout,
+) -> Result<()> {
+    let git = root.join(".git");
     if git.is_dir() {
-        let modules = submodule_git_dirs(&git.join("modules"));
-        if modules.len() > MAX_SUBMODULES {
-            bail!(
-                "{}: more than {MAX_SUBMODULES} submodule git directories, whose hooks and config sbx cannot all keep read-only; the command was not run (remove those no submodule uses)",
-                git.join("modules").display()
-            );
-        }
-        for module in modules {
-            candidates.push(module.join("hooks"));
-            candidates.push(module.join("config"));
-            candidates.push(module.join("config.worktree"));
-            git_dirs.push(module);
+        candidates.push(git.join("hooks"));
+        candidates.push(git.join("config"));
+        layout.git_dirs.push(git.clone());
+    }
+    candidates.extend(git_entry_candidates(&git));
+    for config in [git.join("config"), git.join("config.worktree")] {
+        if let Some(hooks) = hooks_path(&config, root, home) {
+            candidates.push(hooks);
         }
     }
-    Ok((candidates, GitLayout { git, git_dirs }))
+    layout.gits.push(git.clone());
+    submodule_candidates(&git, candidates, layout)
+}
+
+/// Submodules keep their hooks and config under .git/modules, and may have
+/// a `commondir` or worktrees of their own.
+fn submodule_candidates(
+    git: &Path,
+    candidates: &mut Vec<PathBuf>,
+    layout: &mut GitLayout,
+) -> Result<()> {
+    if !git.is_dir() {
+        return Ok(());
+    }
+    let modules = submodule_git_dirs(&git.join("modules"));
+    if modules.len() > MAX_SUBMODULES {
+        bail!(
+            "{}: more than {MAX_SUBMODULES} submodule git directories, whose hooks and config sbx cannot all keep read-only; the command was not run (remove those no submodule uses)",
+            git.join("modules").display()
+        );
+    }
+    for module in modules {
+        candidates.push(module.join("hooks"));
+        candidates.push(module.join("config"));
+        candidates.push(module.join("config.worktree"));
+        candidates.push(module.join("commondir"));
+        layout.git_dirs.push(module);
+    }
+    Ok(())
+}
+
+/// Repositories a writable root is, or holds at its top, or is the git
+/// directory of (`--writable repo` or `--writable repo/.git`): their
+/// hooks and config must not become writable with them.
+fn writable_repositories(writable: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for w in writable {
+        if std::fs::symlink_metadata(w.join(".git")).is_ok() {
+            out.push(w.clone());
+        } else if w.file_name().is_some_and(|n| n == ".git") {
+            out.extend(w.parent().map(Path::to_path_buf));
+        }
+    }
+    out
 }
 
 /// What `.git` itself adds: the link or `gitdir:` file (rewritten, it points

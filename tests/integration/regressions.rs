@@ -140,5 +140,6 @@ mod default_project;
 mod fail_open;
 mod kernel_and_credentials;
 mod proxy;
+mod repositories;
 mod seventh_review;
 mod sweep;

@@ -1,0 +1,309 @@
+//! Every git repository under the project, not only the project's own:
+//! nested ones at any depth, submodule checkouts, `.git/modules`, linked
+//! worktrees inside the project, repositories in `--writable` paths. Judged
+//! by the host's own git afterwards: its `status` and `commit` must run
+//! nothing the command planted (a marker in HOME).
+
+use super::*;
+
+/// The marker a planted fsmonitor or hook would write on the host.
+fn git_marker(world: &World) -> PathBuf {
+    world.home.join("PWNED-GIT")
+}
+
+/// `core.fsmonitor` / hook text that writes the marker.
+fn planted(world: &World) -> String {
+    format!("touch {}", shq_path(&git_marker(world)))
+}
+
+/// The user's everyday git on the host in `dir`: `status` (runs
+/// fsmonitor), and `commit` (runs hooks). Its outcome does not matter, only
+/// what it runs.
+fn host_git(world: &World, dir: &Path) {
+    for args in [
+        &["status"][..],
+        &["commit", "-q", "--allow-empty", "-m", "host"][..],
+    ] {
+        let _ = world
+            .host_cmd("git")
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+    }
+    assert!(
+        !git_marker(world).exists(),
+        "git on the host ran what the command planted (in {})",
+        dir.display()
+    );
+}
+
+/// A repository at `dir` with one commit, made on the host.
+fn host_repo(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    util::git(dir, &["init", "-q", "-b", "main"]);
+    util::write(&dir.join("f"), "f\n");
+    util::git(dir, &["add", "f"]);
+    util::git(dir, &["commit", "-q", "-m", "f"]);
+}
+
+#[test]
+fn a_nested_repository_the_command_creates_is_moved_aside() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"set -e
+git init -q -b main sub
+git -C sub config core.fsmonitor "$1"
+echo x > sub/f && git -C sub add f && git -C sub commit -q -m x
+git add sub
+git init -q plain
+echo DONE"#,
+        &[&planted(&world)],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    assert!(!present(&world.project.join("sub/.git")), "{}", both(&out));
+    assert!(
+        present(&world.project.join("sub/.git.sbx-blocked")),
+        "{}",
+        both(&out)
+    );
+    assert!(stderr(&out).contains("core.fsmonitor"), "{}", both(&out));
+    // A plain new repository runs nothing, and stays.
+    assert!(world.project.join("plain/.git").is_dir(), "{}", both(&out));
+    host_git(&world, &world.project);
+    host_git(&world, &world.project.join("sub"));
+}
+
+#[test]
+fn an_existing_nested_repository_is_protected_like_the_project() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let inner = world.project.join("libs/deep/inner");
+    host_repo(&inner);
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"cd libs/deep/inner
+git config core.fsmonitor "$1" 2>/dev/null && echo CONFIG-WRITTEN
+printf '#!/bin/sh\n%s\n' "$1" > .git/hooks/post-commit 2>/dev/null && echo HOOK-WRITTEN
+mv .git .git.old 2>/dev/null && echo MOVED
+echo x > f && echo TREE-WRITTEN"#,
+        &[&planted(&world)],
+    );
+    assert!(stdout(&out).contains("TREE-WRITTEN"), "{}", both(&out));
+    for said in ["CONFIG-WRITTEN", "HOOK-WRITTEN", "MOVED"] {
+        assert!(!stdout(&out).contains(said), "{said}: {}", both(&out));
+    }
+    assert!(!present(&inner.join(".git/hooks/post-commit")));
+    host_git(&world, &inner);
+}
+
+/// A project with a submodule at `vendor/lib`.
+fn with_submodule(world: &World) -> PathBuf {
+    world.git_repo();
+    let origin = world.root.join("sub-origin");
+    host_repo(&origin);
+    util::git(
+        &world.project,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            origin.to_str().unwrap(),
+            "vendor/lib",
+        ],
+    );
+    util::git(&world.project, &["commit", "-q", "-m", "submodule"]);
+    world.project.join("vendor/lib")
+}
+
+#[test]
+fn a_submodule_checkout_cannot_be_repointed() {
+    require_sandbox!();
+    let world = World::new();
+    let sub = with_submodule(&world);
+    let before = read(&sub.join(".git"));
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"git init -q evil && git -C evil config core.fsmonitor "$1"
+printf 'gitdir: ../../evil/.git\n' > vendor/lib/.git 2>/dev/null && echo REPOINTED
+mv vendor/lib vendor/lib2 2>/dev/null && echo RENAMED
+echo DONE"#,
+        &[&planted(&world)],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    assert!(!stdout(&out).contains("REPOINTED"), "{}", both(&out));
+    assert!(!stdout(&out).contains("RENAMED"), "{}", both(&out));
+    assert_eq!(read(&sub.join(".git")), before);
+    host_git(&world, &world.project);
+    host_git(&world, &sub);
+}
+
+#[test]
+fn a_commondir_under_git_modules_is_moved_aside() {
+    require_sandbox!();
+    let world = World::new();
+    let sub = with_submodule(&world);
+    let module = world.project.join(".git/modules/vendor/lib");
+    assert!(
+        module.join("config").is_file(),
+        "the scenario did not happen"
+    );
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"git init -q --bare .cache-evil.git && git --git-dir=.cache-evil.git config core.fsmonitor "$1"
+echo ../../../../.cache-evil.git > .git/modules/vendor/lib/commondir && echo PLANTED"#,
+        &[&planted(&world)],
+    );
+    if stdout(&out).contains("PLANTED") {
+        assert!(!present(&module.join("commondir")), "{}", both(&out));
+        assert!(
+            present(&module.join("commondir.sbx-blocked")),
+            "{}",
+            both(&out)
+        );
+    }
+    host_git(&world, &world.project);
+    host_git(&world, &sub);
+}
+
+#[test]
+fn a_linked_worktree_inside_the_project_cannot_be_repointed() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    util::git(
+        &world.project,
+        &["worktree", "add", "-q", "-b", "topic", "trees/topic"],
+    );
+    let wt = world.project.join("trees/topic");
+    let before = read(&wt.join(".git"));
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"git init -q evil && git -C evil config core.fsmonitor "$1"
+printf 'gitdir: ../../evil/.git\n' > trees/topic/.git 2>/dev/null && echo REPOINTED
+echo DONE"#,
+        &[&planted(&world)],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    assert!(!stdout(&out).contains("REPOINTED"), "{}", both(&out));
+    assert_eq!(read(&wt.join(".git")), before);
+    host_git(&world, &wt);
+}
+
+#[test]
+fn a_repository_made_writable_keeps_its_hooks_and_config_read_only() {
+    require_sandbox!();
+    let world = World::new();
+    let other = world.home.join("other");
+    host_repo(&other);
+    for writable in [other.clone(), other.join(".git")] {
+        let out = sbx_sh(
+            &world,
+            &world.project,
+            &["--writable", writable.to_str().unwrap()],
+            r#"cd "$2"
+git config core.fsmonitor "$1" 2>/dev/null && echo CONFIG-WRITTEN
+printf '#!/bin/sh\n%s\n' "$1" > .git/hooks/post-commit 2>/dev/null && echo HOOK-WRITTEN
+echo x > g && echo TREE-WRITTEN"#,
+            &[&planted(&world), other.to_str().unwrap()],
+        );
+        assert_absent(&out, "NOT sandboxed");
+        assert!(!stdout(&out).contains("CONFIG-WRITTEN"), "{}", both(&out));
+        assert!(!stdout(&out).contains("HOOK-WRITTEN"), "{}", both(&out));
+        if writable == other {
+            // Positive control: the working tree is writable.
+            assert!(stdout(&out).contains("TREE-WRITTEN"), "{}", both(&out));
+        }
+        host_git(&world, &other);
+    }
+}
+
+#[test]
+fn a_nested_repository_made_by_a_killed_run_is_moved_aside_by_the_next() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let mut cmd = world.sbx_std();
+    sh_in(
+        &mut cmd,
+        &[],
+        r#"git init -q sub && git -C sub config core.fsmonitor "$1"; echo up > up; sleep 30"#,
+        &[&planted(&world)],
+    );
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_up(&world);
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    assert!(
+        world.project.join("sub/.git").is_dir(),
+        "the scenario did not happen"
+    );
+    let out = Sbx.run_sh(&world, "echo NEXT-RAN");
+    assert!(stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
+    assert!(!present(&world.project.join("sub/.git")), "{}", both(&out));
+    host_git(&world, &world.project.join("sub"));
+}
+
+/// In a project that is not a repository, a `.git` file the command wrote
+/// (pointing git at a repository it prepared) was moved aside by a run that
+/// finished, but not by the next run after a SIGKILL: the killed run's note
+/// did not say to look.
+#[test]
+fn a_git_file_made_by_a_killed_run_in_a_plain_project_is_moved_aside() {
+    require_sandbox!();
+    let world = World::new();
+    let mut cmd = world.sbx_std();
+    sh_in(
+        &mut cmd,
+        &[],
+        r#"git init -q --bare /tmp/evil-$$ && git --git-dir=/tmp/evil-$$ config core.fsmonitor "$1"
+printf 'gitdir: /tmp/evil-%s\n' $$ > .git; echo up > up; sleep 30"#,
+        &[&planted(&world)],
+    );
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_up(&world);
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    assert!(
+        world.project.join(".git").is_file(),
+        "the scenario did not happen"
+    );
+    let out = Sbx.run_sh(&world, "echo NEXT-RAN");
+    assert!(stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
+    assert!(!present(&world.project.join(".git")), "{}", both(&out));
+    assert!(
+        present(&world.project.join(".git.sbx-blocked")),
+        "{}",
+        both(&out)
+    );
+    host_git(&world, &world.project);
+}
