@@ -82,7 +82,11 @@ pub const PROJECT_PROTECTED: &[&str] = &[
 ];
 
 /// "Runs later" paths relative to the home directory, protected when the
-/// home directory is writable.
+/// home directory is writable. A missing one is watched at its first
+/// missing component, so paths inside directories that tools create as
+/// caches on first use (`~/.gradle/init.d`, `~/.m2/settings.xml`,
+/// `~/go/bin`, `~/.config/go`, `~/.ipython`) are left out: watching them
+/// would move those caches aside after the first build.
 pub const HOME_PROTECTED: &[&str] = &[
     ".bashrc",
     ".bash_profile",
@@ -115,6 +119,44 @@ pub const HOME_PROTECTED: &[&str] = &[
     ".config/nvim",
     ".tmux.conf",
     ".xsessionrc",
+    // Sourced by shells at start-up: rustup's env file, completions,
+    // frameworks and version managers the rc files load.
+    ".cargo/env",
+    ".bash_completion",
+    ".bash_completion.d",
+    ".local/share/bash-completion",
+    ".oh-my-zsh",
+    ".nvm",
+    ".pyenv",
+    ".sdkman",
+    ".asdf",
+    // Toolchains and programs run by every build or shell.
+    ".rustup",
+    ".docker/cli-plugins",
+    ".local/share/systemd",
+    // direnv's library (sourced before every .envrc) and its allow list
+    // (an allowed .envrc runs without asking); mise's global config.
+    ".config/direnv",
+    ".local/share/direnv",
+    ".config/mise",
+    // Editors' plugins and start-up files, and their extensions.
+    ".vim",
+    ".emacs",
+    ".emacs.d",
+    ".config/emacs",
+    ".vscode",
+    ".vscode-server",
+    // Interpreters' start-up files.
+    ".irbrc",
+    ".pryrc",
+    ".Rprofile",
+    ".psqlrc",
+    // Where packages come from: an index of the command's choosing serves
+    // the next install.
+    ".config/pip",
+    ".pip",
+    ".yarnrc",
+    ".yarnrc.yml",
 ];
 
 /// Variables kept by `env = "minimal"` (plus `LC_*` and the passthrough list).

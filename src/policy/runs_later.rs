@@ -54,6 +54,7 @@ impl RunsLater {
         // Only those inside a writable root count (home itself, or for
         // example a writable ~/.config).
         candidates.extend(HOME_PROTECTED.iter().map(|r| places.home.join(r)));
+        candidates.extend(python_user_sites(&places.home));
         candidates.push(files.user_path.clone());
         candidates.extend(files.explicit_path.iter().cloned());
         candidates.extend(places.host.cache_dir.iter().cloned());
@@ -379,6 +380,44 @@ fn submodule_candidates(
         layout.git_dirs.push(module);
     }
     Ok(())
+}
+
+/// Python's user site directories: every Python start imports what a
+/// `.pth` file there names, and runs `usercustomize.py`. One per Python
+/// version this machine has (or the home already holds), whether or not it
+/// exists yet.
+fn python_user_sites(home: &Path) -> Vec<PathBuf> {
+    let mut versions: Vec<std::ffi::OsString> = Vec::new();
+    for dir in [
+        home.join(".local/lib"),
+        PathBuf::from("/usr/lib"),
+        PathBuf::from("/usr/local/lib"),
+    ] {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            let is_version = name.to_str().is_some_and(|n| {
+                n.strip_prefix("python3.")
+                    .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            });
+            if is_version && !versions.contains(&name) {
+                versions.push(name);
+            }
+        }
+    }
+    versions.sort();
+    let mut sites: Vec<PathBuf> = versions
+        .iter()
+        .map(|v| home.join(".local/lib").join(v).join("site-packages"))
+        .collect();
+    // macOS: ~/Library/Python/3.X/lib/python/site-packages.
+    for entry in std::fs::read_dir(home.join("Library/Python"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        sites.push(entry.path().join("lib/python/site-packages"));
+    }
+    sites
 }
 
 /// Repositories a writable root is, or holds at its top, or is the git

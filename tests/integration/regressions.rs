@@ -138,6 +138,7 @@ fn home_snapshot(world: &World) -> BTreeMap<PathBuf, String> {
 
 mod default_project;
 mod fail_open;
+mod home;
 mod kernel_and_credentials;
 mod proxy;
 mod repositories;
