@@ -48,16 +48,25 @@ pub fn run_plan(
         }
     };
     let outcome = bwrap::run_sandboxed(plan, &on_started);
-    drop(proxy);
-    match outcome? {
-        Outcome::Exited(code) => {
+    match outcome {
+        Ok(Outcome::Exited(code)) => {
+            // The checks come before the proxy's directory is removed: it
+            // may lie in sbx's cache directory, itself watched when in a
+            // writable root, and the removal would change its change time
+            // (its identity where there is no birth time).
             let code = check_after(checks, style, code);
+            drop(proxy);
             std::process::exit(i32::from(code))
         }
-        Outcome::NotStarted(why) => {
+        Ok(Outcome::NotStarted(why)) => {
             // Nothing ran: nothing for a later run to check.
             drop(checks);
+            drop(proxy);
             never_started(policy, style, why)
+        }
+        Err(e) => {
+            drop(proxy);
+            Err(e)
         }
     }
 }

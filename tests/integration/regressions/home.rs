@@ -22,13 +22,13 @@ fn python_user_site_is_kept_from_a_writable_home() {
 mkdir -p "$d" && printf 'import os; os.system("touch %s")\n' "$2" > "$d/evil.pth" && echo PLANTED
 printf 'touch %s\n' "$2" >> "$HOME/.cargo/env" 2>/dev/null && echo CARGO-ENV
 touch "$HOME/ok" && echo HOME-WRITABLE"#,
-        &[&python, marker.to_str().unwrap()],
+        &[python, marker.to_str().unwrap()],
     );
     // Positive control: home is writable.
     assert!(stdout(&out).contains("HOME-WRITABLE"), "{}", both(&out));
     // Run by the host's Python as the user would.
     let host = world
-        .host_cmd(&python)
+        .host_cmd(python)
         .args(["-c", "import site; print(site.getusersitepackages())"])
         .output()
         .unwrap();
