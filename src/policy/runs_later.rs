@@ -74,9 +74,11 @@ impl RunsLater {
         places: &Places,
         writable: &[PathBuf],
     ) -> Result<()> {
-        let mut others: Vec<PathBuf> = nested.to_vec();
-        others.extend(writable_repositories(writable));
-        others.retain(|r| *r != places.project);
+        // Each as (its git directory or `.git` entry, its working tree).
+        let mut others: Vec<(PathBuf, PathBuf)> =
+            nested.iter().map(|r| (r.join(".git"), r.clone())).collect();
+        others.extend(writable_git_dirs(writable));
+        others.retain(|(_, tree)| *tree != places.project);
         others.sort();
         others.dedup();
         if others.len() > MAX_SUBMODULES {
@@ -87,8 +89,8 @@ impl RunsLater {
         }
         let mut layout = std::mem::take(&mut self.layout);
         let mut candidates = Vec::new();
-        for root in &others {
-            repository_candidates(root, &places.home, &mut candidates, &mut layout)?;
+        for (git, tree) in &others {
+            repository_candidates(git, tree, &places.home, &mut candidates, &mut layout)?;
         }
         self.add_all(candidates, layout, places, writable)
     }
@@ -334,12 +336,13 @@ fn git_candidates(places: &Places) -> Result<(Vec<PathBuf>, GitLayout)> {
 /// checkout, a linked worktree, one in a `--writable` path): protected like
 /// the project's own.
 fn repository_candidates(
-    root: &Path,
+    git: &Path,
+    tree: &Path,
     home: &Path,
     candidates: &mut Vec<PathBuf>,
     layout: &mut GitLayout,
 ) -> Result<()> {
-    let git = root.join(".git");
+    let git = git.to_path_buf();
     if git.is_dir() {
         candidates.push(git.join("hooks"));
         candidates.push(git.join("config"));
@@ -347,7 +350,7 @@ fn repository_candidates(
     }
     candidates.extend(git_entry_candidates(&git));
     for config in [git.join("config"), git.join("config.worktree")] {
-        if let Some(hooks) = hooks_path(&config, root, home) {
+        if let Some(hooks) = hooks_path(&config, tree, home) {
             candidates.push(hooks);
         }
     }
@@ -421,18 +424,27 @@ fn python_user_sites(home: &Path) -> Vec<PathBuf> {
 }
 
 /// Repositories a writable root is, or holds at its top, or is the git
-/// directory of (`--writable repo` or `--writable repo/.git`): their
-/// hooks and config must not become writable with them.
-fn writable_repositories(writable: &[PathBuf]) -> Vec<PathBuf> {
+/// directory of (`--writable repo`, `--writable repo/.git`, a bare
+/// repository, the main repository's git directory of a linked worktree),
+/// as (git directory or `.git` entry, working tree): their hooks and
+/// config must not become writable with them.
+fn writable_git_dirs(writable: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
     let mut out = Vec::new();
     for w in writable {
         if std::fs::symlink_metadata(w.join(".git")).is_ok() {
-            out.push(w.clone());
+            out.push((w.join(".git"), w.clone()));
         } else if w.file_name().is_some_and(|n| n == ".git") {
-            out.extend(w.parent().map(Path::to_path_buf));
+            out.extend(w.parent().map(|tree| (w.clone(), tree.to_path_buf())));
+        } else if is_bare_repository(w) {
+            out.push((w.clone(), w.clone()));
         }
     }
     out
+}
+
+/// A directory laid out as a git directory (`HEAD`, `objects`, `refs`).
+pub(super) fn is_bare_repository(dir: &Path) -> bool {
+    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
 }
 
 /// What `.git` itself adds: the link or `gitdir:` file (rewritten, it points

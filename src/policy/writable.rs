@@ -56,14 +56,51 @@ pub(super) fn roots(s: &Settings, places: &Places, project_given: bool) -> Roots
             )),
         }
     }
-    let paths = match &s.project_writable {
+    let mut paths = match &s.project_writable {
         None => trusted,
         Some((paths, file)) => narrowed(s, places, &trusted, paths, file, &mut warnings),
     };
+    if paths.iter().any(|p| project.starts_with(p)) {
+        paths.extend(worktree_common_dir(project, &places.home_real).map(|d| places.alias(d)));
+    }
     Roots {
         paths: outermost(paths),
         warnings,
     }
+}
+
+/// When the project is a linked worktree (`.git` is a file naming
+/// `COMMON/worktrees/NAME`), git writes what is committed there in the
+/// main repository's git directory: its objects, refs, logs, and that
+/// worktree's own directory. So that directory is writable with the
+/// project; its hooks, config, `commondir` and the other worktrees' files
+/// stay read-only like those of any repository in a writable root.
+///
+/// The `.git` file is project content, so it is trusted only as far as git
+/// itself would have written it: the named directory is `worktrees/NAME` of
+/// a git directory that its `commondir` leads back to, whose `gitdir` file
+/// names this very `.git` file, and the git directory is not home or above.
+fn worktree_common_dir(project: &Path, home_real: &Path) -> Option<PathBuf> {
+    let dot_git = project.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let named = text.strip_prefix("gitdir:")?.trim();
+    let own = super::paths::real(&project.join(named))?;
+    if own.parent()?.file_name()? != "worktrees" {
+        return None;
+    }
+    let common = own.parent()?.parent()?.to_path_buf();
+    let commondir = std::fs::read_to_string(own.join("commondir")).ok()?;
+    let back = std::fs::read_to_string(own.join("gitdir")).ok()?;
+    let leads_back = super::paths::real(&own.join(commondir.trim())).as_deref() == Some(&common);
+    let names_us = super::paths::real(Path::new(back.trim())).as_deref() == Some(&dot_git);
+    let plausible = super::runs_later::is_bare_repository(&common)
+        && !home_real.starts_with(&common)
+        && common.parent().is_some();
+    (leads_back && names_us && plausible).then_some(common)
 }
 
 /// The project file's `writable`: each entry kept only inside a trusted

@@ -307,3 +307,84 @@ printf 'gitdir: /tmp/evil-%s\n' $$ > .git; echo up > up; sleep 30"#,
     );
     host_git(&world, &world.project);
 }
+
+/// Agents work in linked worktrees (one per task): there `git add` and
+/// `git commit` failed (`index.lock: Read-only file system`), because git
+/// writes in the main repository's git directory, outside the project.
+/// That directory is now writable with the project, and its hooks, config
+/// and the other worktrees' files stay read-only.
+#[test]
+fn a_linked_worktree_commits_while_the_main_repository_stays_protected() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let remote = world.root.join("remote.git");
+    util::git(
+        &world.root,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            world.project.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    util::git(
+        &world.project,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    util::git(
+        &world.project,
+        &["worktree", "add", "-q", "-b", "other", "../wt-other"],
+    );
+    util::git(
+        &world.project,
+        &["worktree", "add", "-q", "-b", "task", "../wt-task"],
+    );
+    let wt = world.home.join("wt-task");
+    let main_git = world.project.join(".git");
+    let out = sbx_sh(
+        &world,
+        &wt,
+        &[],
+        r#"set -e
+echo a > a && git add a && git commit -q -m a
+echo b > b && git stash -q -u && git stash pop -q && git add b && git commit -q -m b
+git branch side && git tag v1
+git fetch -q origin
+git rebase -q main
+git worktree list >/dev/null
+echo WORKFLOW-OK
+set +e
+printf '#!/bin/sh\n%s\n' "$1" > "$2/hooks/post-commit" 2>/dev/null && echo HOOK-WRITTEN
+git config core.fsmonitor "$1" 2>/dev/null && echo CONFIG-WRITTEN
+echo x >> "$2/worktrees/wt-other/gitdir" 2>/dev/null && echo OTHER-WRITTEN
+echo x > "$3/main-tree-file" 2>/dev/null && echo MAIN-TREE-WRITTEN
+true"#,
+        &[
+            &planted(&world),
+            main_git.to_str().unwrap(),
+            world.project.to_str().unwrap(),
+        ],
+    );
+    assert!(stdout(&out).contains("WORKFLOW-OK"), "{}", both(&out));
+    for said in [
+        "HOOK-WRITTEN",
+        "CONFIG-WRITTEN",
+        "OTHER-WRITTEN",
+        "MAIN-TREE-WRITTEN",
+    ] {
+        assert!(!stdout(&out).contains(said), "{said}: {}", both(&out));
+    }
+    // The commits are in the main repository, as git made them.
+    let log = world
+        .host_cmd("git")
+        .args(["log", "--format=%s", "task"])
+        .current_dir(&world.project)
+        .output()
+        .unwrap();
+    let subjects = String::from_utf8_lossy(&log.stdout).to_string();
+    assert!(subjects.starts_with("b\na\n"), "{subjects}");
+    host_git(&world, &wt);
+    host_git(&world, &world.project);
+}
