@@ -65,6 +65,25 @@ fn wait_for_up(world: &World) {
     }
 }
 
+/// Start `sbx run -- sh -c SCRIPT sh ARGS...` in the project, wait until
+/// the command has written `up`, and SIGKILL sbx, as an agent's timeout
+/// does. The child is returned unreaped: the caller waits for it (or, to
+/// leave a zombie, does not yet).
+fn killed_after_up(world: &World, script: &str, args: &[&str]) -> Child {
+    let mut cmd = world.sbx_std();
+    sh_in(&mut cmd, &[], script, args);
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_up(world);
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    child
+}
+
 /// The file the victim command writes in HOME: it can only land without a
 /// sandbox.
 fn marker(world: &World) -> PathBuf {

@@ -240,22 +240,11 @@ fn a_nested_repository_made_by_a_killed_run_is_moved_aside_by_the_next() {
     require_sandbox!();
     let world = World::new();
     world.git_repo();
-    let mut cmd = world.sbx_std();
-    sh_in(
-        &mut cmd,
-        &[],
+    let mut child = killed_after_up(
+        &world,
         r#"git init -q sub && git -C sub config core.fsmonitor "$1"; echo up > up; sleep 30"#,
         &[&planted(&world)],
     );
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_up(&world);
-    let _ = Command::new("kill")
-        .args(["-KILL", &child.id().to_string()])
-        .status();
     let _ = child.wait();
     assert!(
         world.project.join("sub/.git").is_dir(),
@@ -275,23 +264,12 @@ fn a_nested_repository_made_by_a_killed_run_is_moved_aside_by_the_next() {
 fn a_git_file_made_by_a_killed_run_in_a_plain_project_is_moved_aside() {
     require_sandbox!();
     let world = World::new();
-    let mut cmd = world.sbx_std();
-    sh_in(
-        &mut cmd,
-        &[],
+    let mut child = killed_after_up(
+        &world,
         r#"git init -q --bare /tmp/evil-$$ && git --git-dir=/tmp/evil-$$ config core.fsmonitor "$1"
 printf 'gitdir: /tmp/evil-%s\n' $$ > .git; echo up > up; sleep 30"#,
         &[&planted(&world)],
     );
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_up(&world);
-    let _ = Command::new("kill")
-        .args(["-KILL", &child.id().to_string()])
-        .status();
     let _ = child.wait();
     assert!(
         world.project.join(".git").is_file(),

@@ -148,22 +148,11 @@ fn main_worktree_config_worktree_is_protected() {
 fn a_killed_sbx_leaves_its_sweep_to_the_next_run() {
     require_sandbox!();
     let world = World::new();
-    let mut cmd = world.sbx_std();
-    sh_in(
-        &mut cmd,
-        &[],
+    let mut child = killed_after_up(
+        &world,
         "echo 'touch \"$HOME/PWNED\"' > .envrc; echo up > up; sleep 30",
         &[],
     );
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_up(&world);
-    let _ = Command::new("kill")
-        .args(["-KILL", &child.id().to_string()])
-        .status();
     let _ = child.wait();
     let envrc = world.project.join(".envrc");
     // The sandbox dies with sbx (--die-with-parent); give it a moment.
@@ -195,22 +184,11 @@ fn a_killed_sbx_leaves_its_sweep_to_the_next_run() {
 fn a_killed_sbx_not_yet_reaped_leaves_its_sweep_to_the_next_run() {
     require_sandbox!();
     let world = World::new();
-    let mut cmd = world.sbx_std();
-    sh_in(
-        &mut cmd,
-        &[],
+    let mut child = killed_after_up(
+        &world,
         "echo 'touch \"$HOME/PWNED\"' > .envrc; echo up > up; sleep 30",
         &[],
     );
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_up(&world);
-    let _ = Command::new("kill")
-        .args(["-KILL", &child.id().to_string()])
-        .status();
     // Not reaped: wait until the kernel shows it as a zombie.
     let stat = format!("/proc/{}/stat", child.id());
     let start = Instant::now();
@@ -303,7 +281,7 @@ fn a_killed_sbx_leaves_its_git_config_check_to_the_next_run() {
         &[],
         r#"echo up > up; i=0
 while [ $i -lt 300 ]; do
-  if printf '[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n' >> .git/config 2>/dev/null; then echo done > appended; break; fi
+  if { printf '[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n' >> .git/config; } 2>/dev/null && grep -q fsmonitor .git/config; then echo done > appended; break; fi
   sleep 0.02; i=$((i+1))
 done
 sleep 30"#,
