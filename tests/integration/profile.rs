@@ -161,25 +161,7 @@ fn snapshot_plain_directory() {
 fn repository_with_everything(world: &World) -> PathBuf {
     world.git_repo();
     plant_project_files(&world.project);
-    let origin = world.root.join("sub-origin");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "-b", "main"]);
-    write(&origin.join("lib.txt"), "lib\n");
-    git(&origin, &["add", "lib.txt"]);
-    git(&origin, &["commit", "-q", "-m", "lib"]);
-    git(
-        &world.project,
-        &[
-            "-c",
-            "protocol.file.allow=always",
-            "submodule",
-            "add",
-            "-q",
-            origin.to_str().unwrap(),
-            "vendor/lib",
-        ],
-    );
-    git(&world.project, &["commit", "-q", "-m", "submodule"]);
+    world.add_submodule();
     write(&world.project.join(".husky/pre-commit"), "#!/bin/sh\n");
     git(&world.project, &["config", "core.hooksPath", ".husky"]);
     let worktree = world.home.join("wt-feature");

@@ -113,11 +113,38 @@ impl World {
 
     /// `git init` the project, with one commit.
     pub fn git_repo(&self) {
-        git(&self.project, &["init", "-q", "-b", "main"]);
-        write(&self.project.join("README"), "hello\n");
-        git(&self.project, &["add", "README"]);
-        git(&self.project, &["commit", "-q", "-m", "init"]);
+        repo_with_commit(&self.project);
     }
+
+    /// Add a submodule to the project's repository at `vendor/lib` (its
+    /// origin beside home), committed; returns the submodule's checkout.
+    pub fn add_submodule(&self) -> PathBuf {
+        let origin = self.root.join("sub-origin");
+        repo_with_commit(&origin);
+        git(
+            &self.project,
+            &[
+                "-c",
+                "protocol.file.allow=always",
+                "submodule",
+                "add",
+                "-q",
+                origin.to_str().unwrap(),
+                "vendor/lib",
+            ],
+        );
+        git(&self.project, &["commit", "-q", "-m", "submodule"]);
+        self.project.join("vendor/lib")
+    }
+}
+
+/// `git init` `dir` (created if needed), with one commit.
+pub fn repo_with_commit(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    write(&dir.join("README"), "hello\n");
+    git(dir, &["add", "README"]);
+    git(dir, &["commit", "-q", "-m", "init"]);
 }
 
 /// The sbx under test: `$SBX_TEST_BIN` (CI copies the binaries to a place an

@@ -39,15 +39,6 @@ fn host_git(world: &World, dir: &Path) {
     );
 }
 
-/// A repository at `dir` with one commit, made on the host.
-fn host_repo(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    util::git(dir, &["init", "-q", "-b", "main"]);
-    util::write(&dir.join("f"), "f\n");
-    util::git(dir, &["add", "f"]);
-    util::git(dir, &["commit", "-q", "-m", "f"]);
-}
-
 #[test]
 fn a_nested_repository_the_command_creates_is_moved_aside() {
     require_sandbox!();
@@ -86,7 +77,7 @@ fn an_existing_nested_repository_is_protected_like_the_project() {
     let world = World::new();
     world.git_repo();
     let inner = world.project.join("libs/deep/inner");
-    host_repo(&inner);
+    util::repo_with_commit(&inner);
     let out = sbx_sh(
         &world,
         &world.project,
@@ -109,22 +100,7 @@ echo x > f && echo TREE-WRITTEN"#,
 /// A project with a submodule at `vendor/lib`.
 fn with_submodule(world: &World) -> PathBuf {
     world.git_repo();
-    let origin = world.root.join("sub-origin");
-    host_repo(&origin);
-    util::git(
-        &world.project,
-        &[
-            "-c",
-            "protocol.file.allow=always",
-            "submodule",
-            "add",
-            "-q",
-            origin.to_str().unwrap(),
-            "vendor/lib",
-        ],
-    );
-    util::git(&world.project, &["commit", "-q", "-m", "submodule"]);
-    world.project.join("vendor/lib")
+    world.add_submodule()
 }
 
 #[test]
@@ -212,7 +188,7 @@ fn a_repository_made_writable_keeps_its_hooks_and_config_read_only() {
     require_sandbox!();
     let world = World::new();
     let other = world.home.join("other");
-    host_repo(&other);
+    util::repo_with_commit(&other);
     for writable in [other.clone(), other.join(".git")] {
         let out = sbx_sh(
             &world,
