@@ -92,7 +92,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____inner)
-            opts="-h --allow-unix-sockets --ready-fd --proxy-socket --help"
+            opts="-h --allow-unix-sockets --ready-fd --proxy-socket --limit --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -103,6 +103,10 @@ _sbx() {
                     return 0
                     ;;
                 --proxy-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -128,7 +132,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__check)
-            opts="-q -h --config --network --allow-domain --writable --read-only --require --unsandboxed --quiet --project --format --help"
+            opts="-q -h --config --network --allow-domain --writable --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -151,6 +155,26 @@ _sbx() {
                     return 0
                     ;;
                 --project)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-processes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-open-files)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-file-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-memory)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cpu-time)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -198,7 +222,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__profile)
-            opts="-q -h --config --network --allow-domain --writable --read-only --require --unsandboxed --quiet --project --platform --format --home --help"
+            opts="-q -h --config --network --allow-domain --writable --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --platform --format --home --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -221,6 +245,26 @@ _sbx() {
                     return 0
                     ;;
                 --project)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-processes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-open-files)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-file-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-memory)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cpu-time)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -244,7 +288,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__run)
-            opts="-q -h --config --network --allow-domain --writable --read-only --require --unsandboxed --quiet --project --help"
+            opts="-q -h --config --network --allow-domain --writable --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -267,6 +311,26 @@ _sbx() {
                     return 0
                     ;;
                 --project)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-processes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-open-files)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-file-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-memory)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cpu-time)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

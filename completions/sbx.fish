@@ -42,6 +42,11 @@ allowlist\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l writable -d 'Also make PATH writable (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-open-files -d 'At most N open files per process' -r
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-file-size -d 'No file written larger than SIZE (bytes, or with K, M, G, T)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-memory -d 'At most SIZE of memory (not enforced yet: reported as such)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l cpu-time -d 'At most SECS seconds of CPU time per process' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l read-only -d 'No writes at all; reads limited to the project and system paths'
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l require -d 'Refuse to run (exit 125) when the sandbox cannot be enforced'
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l unsandboxed -d 'Run this one command without the sandbox, after an interactive yes on the terminal'
@@ -54,6 +59,11 @@ allowlist\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l writable -d 'Also make PATH writable (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-open-files -d 'At most N open files per process' -r
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-file-size -d 'No file written larger than SIZE (bytes, or with K, M, G, T)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-memory -d 'At most SIZE of memory (not enforced yet: reported as such)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l cpu-time -d 'At most SECS seconds of CPU time per process' -r
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l platform -d 'The platform to render for (default: this host)' -r -f -a "linux\t''
 macos\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l format -d 'Output format' -r -f -a "text\t''
@@ -71,6 +81,11 @@ allowlist\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l writable -d 'Also make PATH writable (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-open-files -d 'At most N open files per process' -r
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-file-size -d 'No file written larger than SIZE (bytes, or with K, M, G, T)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-memory -d 'At most SIZE of memory (not enforced yet: reported as such)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l cpu-time -d 'At most SECS seconds of CPU time per process' -r
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l format -d 'Output format' -r -f -a "text\t''
 json\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l read-only -d 'No writes at all; reads limited to the project and system paths'
@@ -85,6 +100,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand man" -l schema -d 'Print the JSO
 complete -c sbx -n "__fish_sbx_using_subcommand man" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l ready-fd -d 'A pipe on which to report that the sandbox is up' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l proxy-socket -d 'Relay 127.0.0.1:3128 inside the sandbox to this proxy socket' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l limit -d 'A resource limit for the command (repeatable)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l allow-unix-sockets -d 'Let the command create Unix sockets'
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __filter" -s h -l help -d 'Print help'

@@ -175,6 +175,11 @@ fn run_with(
     for w in &policy.warnings {
         banner::warn(style, w);
     }
+    let linux = policy.platform == Platform::Linux;
+    let asked = |key: &str| policy.origins.iter().any(|(k, _)| *k == key);
+    for w in policy.limits.unenforced(linux, asked) {
+        banner::warn(style, &w);
+    }
     let path_var = host.var("PATH").cloned();
     crate::exec::check_command(&policy.command, path_var.as_deref(), &host.cwd)?;
     create_tool_caches(&policy)?;

@@ -84,6 +84,12 @@ impl Report<'_> {
             .collect()
     }
 
+    /// The resource limits, each enforced or not on this host.
+    fn limits(&self) -> Vec<crate::limits::Status> {
+        let linux = self.policy.platform == Platform::Linux;
+        self.policy.limits.status_here(linux)
+    }
+
     fn print_json(&self) {
         let (policy, backend, started) = (self.policy, &self.backend, &self.started);
         let (tests, ok, origins) = (&self.tests, self.ok, self.origins());
@@ -98,6 +104,12 @@ impl Report<'_> {
             "policy": banner::summary(policy, ""),
             "tests": tests.iter().map(|(name, v)| serde_json::json!({"test": name, "result": v.text(), "ok": v.ok()})).collect::<Vec<_>>(),
             "origins": origins.iter().map(|(k, s)| serde_json::json!({"key": k, "source": s})).collect::<Vec<_>>(),
+            "limits": self.limits().iter().map(|l| serde_json::json!({
+                "key": l.key,
+                "value": l.value,
+                "enforced": l.how.is_ok(),
+                "how": l.how.unwrap_or_else(|why| why),
+            })).collect::<Vec<_>>(),
             "warnings": policy.warnings,
         });
         println!(
@@ -129,6 +141,12 @@ impl Report<'_> {
         );
         for (name, verdict) in tests {
             println!("test:     {name}: {}", verdict.text());
+        }
+        for l in self.limits() {
+            match l.how {
+                Ok(how) => println!("limit:    {} {}: enforced ({how})", l.key, l.value),
+                Err(why) => println!("limit:    {} {}: NOT enforced ({why})", l.key, l.value),
+            }
         }
         for (k, s) in &origins {
             println!("setting:  {k} from {}", banner::sanitize(s));

@@ -98,6 +98,25 @@ pub struct PolicyArgs {
     /// Use DIR as the project root instead of the repository around the working directory.
     #[arg(long, value_name = "DIR")]
     pub project: Option<PathBuf>,
+    /// At most N processes in the sandbox (default 4096).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_processes: Option<u64>,
+    /// At most N open files per process.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_open_files: Option<u64>,
+    /// No file written larger than SIZE (bytes, or with K, M, G, T).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_file_size: Option<u64>,
+    /// At most SIZE of memory (not enforced yet: reported as such).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+    /// At most SECS seconds of CPU time per process.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub cpu_time: Option<u64>,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    crate::limits::Size::parse(text).map(|s| s.0)
 }
 
 /// `sbx run`.
@@ -163,6 +182,9 @@ pub struct InnerArgs {
     /// Relay 127.0.0.1:3128 inside the sandbox to this proxy socket.
     #[arg(long, value_name = "PATH")]
     pub proxy_socket: Option<PathBuf>,
+    /// A resource limit for the command (repeatable).
+    #[arg(long = "limit", value_name = "NAME=VALUE")]
+    pub limits: Vec<String>,
     /// The command and its arguments.
     #[arg(required = true, allow_hyphen_values = true, last = true)]
     pub command: Vec<OsString>,

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Deserialize;
+
+use crate::limits::{Count, Size};
 use toml::Spanned;
 
 use crate::netrule::HostRule;
@@ -137,6 +139,11 @@ pub struct SandboxTable {
     pub banner: Option<BannerMode>,
     /// Absolute path of the bubblewrap to use (user file or `--config` only).
     pub bwrap: Option<Spanned<String>>,
+    pub max_processes: Option<Count>,
+    pub max_open_files: Option<Count>,
+    pub max_file_size: Option<Size>,
+    pub max_memory: Option<Size>,
+    pub cpu_time: Option<Count>,
 }
 
 #[derive(Deserialize)]

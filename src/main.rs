@@ -11,6 +11,7 @@ mod error;
 mod exec;
 mod generate;
 mod integrity;
+mod limits;
 mod netrule;
 mod policy;
 mod proxy;

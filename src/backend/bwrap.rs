@@ -228,6 +228,9 @@ fn inner_stage(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>)
     if let Some(socket) = proxy.and_then(Proxy::socket) {
         a.path("--proxy-socket", socket);
     }
+    for arg in policy.limits.inner_args() {
+        a.flags(&[&arg]);
+    }
     a.flags(&["--"]);
     a.args.extend(policy.command.iter().cloned());
 }
@@ -358,6 +361,8 @@ mod tests {
             "__inner",
             "--ready-fd",
             "100",
+            "--limit",
+            "processes=4096",
             "--",
             "echo",
             "hi",
@@ -421,6 +426,8 @@ mod tests {
                 "--allow-unix-sockets",
                 "--ready-fd",
                 "100",
+                "--limit",
+                "processes=4096",
                 "--",
                 "echo",
             ],

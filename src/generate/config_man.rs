@@ -21,6 +21,8 @@ fn type_text(ty: Type) -> String {
         Type::Hosts => "[hosts]".into(),
         Type::VarNames => "[names]".into(),
         Type::AbsPath => "\"/absolute/path\"".into(),
+        Type::Count => "number".into(),
+        Type::Size => "bytes | \"SIZE\"".into(),
     }
 }
 

@@ -19,6 +19,10 @@ pub enum Type {
     VarNames,
     /// One absolute path.
     AbsPath,
+    /// A whole number above zero.
+    Count,
+    /// A size: bytes, or a string with K, M, G or T.
+    Size,
 }
 
 /// One key of the `[sandbox]` table, as documented.
@@ -210,6 +214,57 @@ writable path or the working directory is never used.",
         project: "ignored with a warning: trusted files only.",
         example: "\"/usr/bin/bwrap\"",
     },
+    Key {
+        name: "max_processes",
+        ty: Type::Count,
+        default: Some("4096"),
+        default_text: "",
+        meaning: "How many processes (and threads) the sandbox may hold at once: a fork bomb stops \
+there, a build never gets near it. Counted in the sandbox's own user namespace (Linux 5.14 and \
+later), so the user's other processes do not count; the kernel does not apply it to root, which \
+`sbx check` says.",
+        project: "may lower it, never raise it.",
+        example: "512",
+    },
+    Key {
+        name: "max_open_files",
+        ty: Type::Count,
+        default: None,
+        default_text: "not limited by sbx",
+        meaning: "How many files each process may have open.",
+        project: "may set or lower it, never raise it.",
+        example: "1024",
+    },
+    Key {
+        name: "max_file_size",
+        ty: Type::Size,
+        default: None,
+        default_text: "not limited by sbx",
+        meaning: "How large a file the command may write (bytes, or `\"100M\"`, `\"2G\"`); a write \
+past it stops the command, and sbx says which limit did.",
+        project: "may set or lower it, never raise it.",
+        example: "\"2G\"",
+    },
+    Key {
+        name: "max_memory",
+        ty: Type::Size,
+        default: None,
+        default_text: "not limited by sbx",
+        meaning: "How much memory the command may use. Not enforced yet (it needs a cgroup): when it \
+is set, every run and `sbx check` say so.",
+        project: "may set or lower it, never raise it.",
+        example: "\"8G\"",
+    },
+    Key {
+        name: "cpu_time",
+        ty: Type::Count,
+        default: None,
+        default_text: "not limited by sbx",
+        meaning: "How many seconds of CPU time each process may use; past it the process is \
+stopped, and sbx says which limit did.",
+        project: "may set or lower it, never raise it.",
+        example: "3600",
+    },
 ];
 
 /// A TOML value (written as `key = TEXT`) as JSON.
@@ -252,6 +307,12 @@ pub fn schema() -> Result<String> {
                 "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}
             }),
             Type::AbsPath => json!({"type": "string", "pattern": "^/"}),
+            Type::Count => json!({"type": "integer", "minimum": 1}),
+            Type::Size => json!({
+                "type": ["integer", "string"],
+                "minimum": 1,
+                "pattern": "^[0-9]+([KMGTkmgt](i?B)?|B)?$"
+            }),
         };
         let obj = prop.as_object_mut().context("schema entry is an object")?;
         if let Some(default) = key.default {

@@ -77,5 +77,6 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
         command: vec!["echo".into(), "hi".into()],
         warnings: Vec::new(),
         origins: Vec::new(),
+        limits: crate::limits::Limits::default(),
     }
 }

@@ -193,6 +193,8 @@ pub struct Policy {
     pub warnings: Vec<String>,
     /// Where each effective value came from (for `sbx check`).
     pub origins: Vec<(&'static str, Source)>,
+    /// Resource limits for the command.
+    pub limits: crate::limits::Limits,
 }
 
 /// Facts about the host that resolution depends on.
@@ -342,5 +344,6 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         command: Vec::new(),
         warnings,
         origins: s.origins,
+        limits: s.limits,
     })
 }

@@ -11,6 +11,7 @@ use crate::cli::{NetworkArg, PolicyArgs};
 use crate::config::{
     self, BannerMode, EnvMode, FsSetting, Layer, NetworkMode, Source, UnixSockets,
 };
+use crate::limits::Limits;
 use crate::netrule::{HostPattern, HostRule};
 
 /// The configuration files of one run, found and parsed.
@@ -91,6 +92,7 @@ pub(super) struct Settings {
     pub bwrap: Option<PathBuf>,
     pub origins: Vec<(&'static str, Source)>,
     pub warnings: Vec<String>,
+    pub limits: Limits,
 }
 
 impl Settings {
@@ -131,6 +133,7 @@ impl Settings {
             bwrap: None,
             origins: Vec::new(),
             warnings: Vec::new(),
+            limits: Limits::default(),
         }
     }
 
@@ -190,6 +193,12 @@ impl Settings {
             self.bwrap = Some(PathBuf::from(s.get_ref()));
             self.origin("bwrap", src);
         }
+        for key in LIMIT_KEYS {
+            if let Some(v) = table_limit(t, key) {
+                *limit_slot(&mut self.limits, key) = Some(v);
+                self.origin(key, src);
+            }
+        }
         Ok(())
     }
 
@@ -208,6 +217,15 @@ impl Settings {
         self.narrow_switches(layer, &mut file);
         self.narrow_access(layer, &mut file);
         self.narrow_paths(layer, &mut file, home, project)?;
+        for key in LIMIT_KEYS {
+            if let Some(v) = table_limit(&layer.table, key) {
+                // A limit may be set or lowered, never raised or removed.
+                let slot = limit_slot(&mut self.limits, key);
+                let narrows = slot.is_none_or(|current| v <= current);
+                let shown = v.to_string();
+                file.scalar(slot, Some(v), narrows, key, shown, "it would raise a limit");
+            }
+        }
         self.warnings.append(&mut file.ignored);
         for key in file.taken {
             self.origin(key, &layer.source);
@@ -415,7 +433,50 @@ impl Settings {
             self.banner = BannerMode::Never;
             self.origin("banner", &src);
         }
+        for (key, value) in LIMIT_KEYS.into_iter().zip([
+            flags.max_processes,
+            flags.max_open_files,
+            flags.max_file_size,
+            flags.max_memory,
+            flags.cpu_time,
+        ]) {
+            if let Some(v) = value {
+                *limit_slot(&mut self.limits, key) = Some(v);
+                self.origin(key, &src);
+            }
+        }
         Ok(())
+    }
+}
+
+/// The limit keys, in the order they are applied and reported.
+const LIMIT_KEYS: [&str; 5] = [
+    "max_processes",
+    "max_open_files",
+    "max_file_size",
+    "max_memory",
+    "cpu_time",
+];
+
+/// Where a limit key's value lives.
+fn limit_slot<'l>(l: &'l mut Limits, key: &str) -> &'l mut Option<u64> {
+    match key {
+        "max_processes" => &mut l.processes,
+        "max_open_files" => &mut l.open_files,
+        "max_file_size" => &mut l.file_size,
+        "max_memory" => &mut l.memory,
+        _ => &mut l.cpu_time,
+    }
+}
+
+/// The value a configuration table gives a limit key.
+fn table_limit(t: &crate::config::SandboxTable, key: &str) -> Option<u64> {
+    match key {
+        "max_processes" => t.max_processes.map(|c| c.0),
+        "max_open_files" => t.max_open_files.map(|c| c.0),
+        "max_file_size" => t.max_file_size.map(|s| s.0),
+        "max_memory" => t.max_memory.map(|s| s.0),
+        _ => t.cpu_time.map(|c| c.0),
     }
 }
 

@@ -20,6 +20,9 @@ mod failmodes;
 // The docs stay true: man pages pass groff's lint, the README's quick start
 // does what it says, its configuration table matches the schema.
 mod docs;
+// Resource limits: each stops what it should and says so (Linux).
+#[cfg(target_os = "linux")]
+mod limits;
 // Committed man pages, schema and completions match what the binary generates.
 mod generated;
 // `sbx profile` for both platforms: exact output and round trips.

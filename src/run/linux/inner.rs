@@ -55,6 +55,7 @@ pub fn run(
     opts: seccomp::Options,
     ready_fd: Option<i32>,
     proxy_socket: Option<&Path>,
+    limits: &[String],
 ) -> Result<Infallible> {
     let opts = seccomp::Options {
         allow_unix_sockets: opts.allow_unix_sockets || proxy_socket.is_some(),
@@ -100,6 +101,8 @@ pub fn run(
         }
         None => Command::new(program),
     };
+    // Limits last: inherited by the command, not in the way of the setup.
+    crate::limits::apply(limits)?;
     let child = match cmd.args(args).spawn() {
         Ok(child) => child,
         Err(e) => std::process::exit(i32::from(super::spawn_failure(program, &e))),
@@ -108,6 +111,11 @@ pub fn run(
     let (signals, _mask) = super::signals::route_signals(true)?;
     let code =
         super::signals::wait_forwarding(pid, &signals, true, lifeline.as_ref().map(|f| f.as_fd()))?;
+    if let Some(said) =
+        super::signals::killed_by().and_then(|sig| crate::limits::stopped_by(sig, limits))
+    {
+        eprintln!("sbx: {said}");
+    }
     std::process::exit(code)
 }
 

@@ -141,6 +141,7 @@ pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
         opts,
         args.ready_fd,
         args.proxy_socket.as_deref(),
+        &args.limits,
     )
     .map(|never| match never {})
 }

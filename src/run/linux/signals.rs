@@ -35,6 +35,18 @@ pub fn on_signal(info: &siginfo, child: Pid, reap_all: bool) -> Result<Option<i3
     Ok(None)
 }
 
+/// The signal that ended the waited-for child, if one did (0: none).
+static KILLED_BY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The signal that killed the child the last wait was for, if one did (an
+/// exit status of 128+N alone cannot tell it from `exit N+128`).
+pub fn killed_by() -> Option<i32> {
+    match KILLED_BY.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        sig => Some(sig),
+    }
+}
+
 /// Reap what has ended (every child with `reap_all`); the exit status to
 /// report once `child` has ended.
 pub fn reap(child: Pid, reap_all: bool) -> Result<Option<i32>> {
@@ -43,7 +55,8 @@ pub fn reap(child: Pid, reap_all: bool) -> Result<Option<i32>> {
         match waitpid(target, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(pid, code)) if pid == child => return Ok(Some(code)),
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
-                return Ok(Some(128 + sig as i32))
+                KILLED_BY.store(sig as i32, std::sync::atomic::Ordering::Relaxed);
+                return Ok(Some(128 + sig as i32));
             }
             Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => return Ok(None),
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,

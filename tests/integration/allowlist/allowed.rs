@@ -230,5 +230,13 @@ fn check_reports_the_network_enforced_in_allowlist_mode() {
         "{}",
         both(&out)
     );
-    assert!(!text.contains("NOT enforced"), "{}", both(&out));
+    // (Limits have lines of their own: as root the process cap is not
+    // enforced, which is said, and is not what this test is about.)
+    assert!(
+        !text
+            .lines()
+            .any(|l| !l.starts_with("limit:") && l.contains("NOT enforced")),
+        "{}",
+        both(&out)
+    );
 }

@@ -1,0 +1,254 @@
+//! Resource limits on Linux: each stops what it should, judged on the host
+//! (the file's size, the processes the user holds), says so, and a project
+//! file can lower a limit but not raise one.
+
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::host::{both, stderr, stdout};
+use crate::require_sandbox;
+use crate::util::{self, World, DEADLINE};
+
+fn sbx(world: &World, args: &[&str]) -> Output {
+    world.sbx().args(args).timeout(DEADLINE).output().unwrap()
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// The processes on the host owned by the user running the tests.
+fn host_processes() -> usize {
+    let uid = nix::unistd::getuid().as_raw();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            use std::os::unix::fs::MetadataExt;
+            e.metadata().is_ok_and(|m| m.uid() == uid)
+        })
+        .count()
+}
+
+/// A bounded fork bomb: start up to 300 sleeping processes, stop at the
+/// first refusal, say how many, hold them until the test says `go`, then
+/// kill them all. (Python: a shell exits, or retries for long, when a fork
+/// fails.)
+const BOMB: &str = r#"
+import os, signal, sys, time
+kids = []
+for _ in range(300):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(120)
+        os._exit(0)
+    kids.append(pid)
+print("STARTED", len(kids), flush=True)
+open("peak", "w").close()
+end = time.time() + 120
+while not os.path.exists("go") and time.time() < end:
+    time.sleep(0.02)
+for pid in kids:
+    os.kill(pid, signal.SIGKILL)
+for pid in kids:
+    os.waitpid(pid, 0)
+"#;
+
+#[test]
+fn a_fork_bomb_stops_at_the_process_cap() {
+    require_sandbox!();
+    let Some(python) = crate::host::tool(&["/usr/bin/python3"]) else {
+        return;
+    };
+    let world = World::new();
+    let before = host_processes();
+    let child = world
+        .sbx_std()
+        .args(["run", "--max-processes", "64", "--", python, "-c", BOMB])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !world.project.join("peak").exists() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the bomb never reached its peak"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let during = host_processes();
+    util::write(&world.project.join("go"), "");
+    let out = child.wait_with_output().unwrap();
+    let started: usize = stdout(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("STARTED "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{}", both(&out)));
+    if is_root() {
+        // The kernel does not apply the cap to root: sbx says so.
+        assert!(
+            stderr(&out).contains("max_processes = 64 is NOT enforced"),
+            "{}",
+            both(&out)
+        );
+        return;
+    }
+    assert!(
+        started > 10 && started < 64,
+        "started {started}: {}",
+        both(&out)
+    );
+    // On the host: the sandbox's processes, bwrap and sbx, within the cap.
+    assert!(
+        during.saturating_sub(before) <= 64 + 4,
+        "the user held {before} processes before and {during} during the run"
+    );
+    assert!(!stderr(&out).contains("NOT enforced"), "{}", both(&out));
+}
+
+#[test]
+fn max_file_size_stops_a_large_write_and_says_so() {
+    require_sandbox!();
+    let world = World::new();
+    let out = sbx(
+        &world,
+        &[
+            "run",
+            "--max-file-size",
+            "1M",
+            "--",
+            "dd",
+            "if=/dev/zero",
+            "of=big",
+            "bs=1M",
+            "count=3",
+        ],
+    );
+    let size = std::fs::metadata(world.project.join("big")).unwrap().len();
+    assert!(size <= 1 << 20, "wrote {size} bytes: {}", both(&out));
+    assert_eq!(out.status.code(), Some(128 + 25), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("stopped by the max_file_size limit (1M)"),
+        "{}",
+        both(&out)
+    );
+    // A command that exits with the same status by itself is not blamed.
+    let own = sbx(
+        &world,
+        &["run", "--max-file-size", "1M", "--", "sh", "-c", "exit 153"],
+    );
+    assert_eq!(own.status.code(), Some(153));
+    assert!(!stderr(&own).contains("max_file_size"), "{}", both(&own));
+}
+
+#[test]
+fn cpu_time_stops_a_spinning_command_and_says_so() {
+    require_sandbox!();
+    let world = World::new();
+    let out = sbx(
+        &world,
+        &[
+            "run",
+            "--cpu-time",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "while :; do :; done",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(128 + 24), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("stopped by the cpu_time limit (1 s)"),
+        "{}",
+        both(&out)
+    );
+}
+
+/// The limits as the command sees them, from `/proc/self/limits`.
+fn limits_inside(world: &World) -> (String, Output) {
+    let out = sbx(world, &["run", "--", "cat", "/proc/self/limits"]);
+    (stdout(&out), out)
+}
+
+#[test]
+fn a_project_file_can_lower_a_limit_and_cannot_raise_one() {
+    require_sandbox!();
+    let world = World::new();
+    util::write(
+        &world.project.join(".sbx.toml"),
+        "[sandbox]\nmax_processes = 100\nmax_file_size = \"1M\"\n",
+    );
+    let (limits, out) = limits_inside(&world);
+    assert!(
+        limits
+            .lines()
+            .any(|l| l.starts_with("Max processes") && l.contains(" 100 ")),
+        "{limits}\n{}",
+        both(&out)
+    );
+    assert!(
+        limits
+            .lines()
+            .any(|l| l.starts_with("Max file size") && l.contains(" 1048576 ")),
+        "{limits}"
+    );
+    util::write(
+        &world.project.join(".sbx.toml"),
+        "[sandbox]\nmax_processes = 100000\n",
+    );
+    let (limits, out) = limits_inside(&world);
+    assert!(
+        limits
+            .lines()
+            .any(|l| l.starts_with("Max processes") && l.contains(" 4096 ")),
+        "{limits}"
+    );
+    assert!(
+        stderr(&out).contains("ignored `max_processes = 100000`: it would raise a limit"),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn max_memory_is_reported_as_not_enforced() {
+    require_sandbox!();
+    let world = World::new();
+    let out = sbx(&world, &["run", "--max-memory", "1G", "--", "true"]);
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("max_memory = 1G is NOT enforced"),
+        "{}",
+        both(&out)
+    );
+    let check = sbx(&world, &["check", "--max-memory", "1G"]);
+    assert!(
+        stdout(&check)
+            .lines()
+            .any(|l| l.starts_with("limit:    max_memory 1G: NOT enforced")),
+        "{}",
+        both(&check)
+    );
+    // Bad values are refused before anything runs.
+    let bad = sbx(&world, &["run", "--max-memory", "lots", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(125), "{}", both(&bad));
+    util::write(
+        &world.home.join(".config/sbx/config.toml"),
+        "[sandbox]\nmax_file_size = \"2Q\"\n",
+    );
+    let bad = sbx(&world, &["run", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(125), "{}", both(&bad));
+    assert!(stderr(&bad).contains("max_file_size"), "{}", both(&bad));
+}
