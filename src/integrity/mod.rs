@@ -16,12 +16,13 @@
 //!   was missing), as the policy found it.
 //! - **The watch list**: those paths, less the ones sbx creates itself before
 //!   the run and the files inside `.git` that exist (git on the host replaces
-//!   those itself; see [`watch_list`]). Besides, a project without `.git` in
-//!   a writable root has its `.git` looked at after the run (`git init`
-//!   inside the sandbox).
+//!   those itself; see `checks::watch_list`).
+//! - **The repositories**: every `.git` entry under the project, as the
+//!   walk that finds `.env` files saw it ([`identity::Repositories`]).
 //! - **Git config snapshots**: each git config file mounted read-only, with
 //!   its identity and content ([`identity::GitConfigWatch`]).
-//! - **The note** ([`journal`]): the watch list and the snapshots, in a file
+//! - **The note** ([`journal`]): the watch list, the snapshots and the
+//!   repositories, in a file
 //!   of `CACHE/pending` named after this process. When it cannot be written
 //!   the command is not run: a killed sbx would leave its checks undone.
 //!
@@ -35,10 +36,12 @@
 //! 2. [`gitconfig::check_git_configs`]: each config file replaced during the
 //!    run is read by git, and settings it did not have before, beyond what
 //!    everyday git commands write, are reported; the file stays as it is.
-//! 3. A new `.git`: a file or link there (it sends git to a repository the
+//! 3. New repositories (`repositories::check_new_repositories`): the project
+//!    is walked again (from the walk's cache) and each `.git` entry that was
+//!    not there is checked: a file or link (it sends git to a repository the
 //!    command prepared elsewhere) is swept like any watched path; a new
-//!    repository is inspected for hooks and config keys `git init` does not
-//!    write ([`gitconfig::inspect_new_git`]).
+//!    repository with hooks or config keys `git init` does not write
+//!    ([`gitconfig::inspect_new_git`]) is swept too; a plain one stays.
 //!
 //! Anything left in place for the user to review (a path that could not be
 //! moved away, new git settings) makes sbx exit 125 whatever the command
@@ -52,10 +55,11 @@
 //! gone ([`journal::recover`]): it renames it first (of two runs starting at
 //! once, one does the checks), sweeps each path against the identity the
 //! killed run recorded and checks each git config against its snapshot, as
-//! that run would have done, then removes it. When they leave something to
-//! review, or a note cannot be read, that run refuses to run its own command.
-//! The look at a new `.git` is not in the note: only the run whose command
-//! made it takes that look.
+//! that run would have done, and checks the repositories it made, then
+//! removes it. When they leave something to review, or a note cannot be
+//! read, that run refuses to run its own command. A dead run is one whose
+//! process is gone or a zombie (killed, not yet reaped by its parent). Until
+//! a later run starts, what a killed run planted stays in place.
 
 // What tells a file from another is recorded by policy resolution on every
 // platform; the checks themselves follow a bubblewrap run only (Seatbelt's
