@@ -10,7 +10,7 @@
 //!
 //! sbx(1) is clap_mangen's sections (name, synopsis, description, options,
 //! version) with sbx's own in between. The configuration keys are described
-//! once, in [`KEYS`], for both sbx.toml(5) and the schema; a unit test keeps
+//! once, in [`keys::KEYS`], for both sbx.toml(5) and the schema; a unit test keeps
 //! that list equal to the keys [`SandboxTable`](crate::config::SandboxTable)
 //! accepts.
 

@@ -31,7 +31,7 @@
 //! Only when the sandbox came up: one that never started ran nothing, and
 //! its note is simply dropped.
 //!
-//! 1. [`sweep`]: each watched path whose identity changed is renamed to
+//! 1. [`sweep()`]: each watched path whose identity changed is renamed to
 //!    `NAME.sbx-blocked[-N]` (nothing is deleted), and said.
 //! 2. [`gitconfig::check_git_configs`]: each config file replaced during the
 //!    run is read by git, and settings it did not have before, beyond what

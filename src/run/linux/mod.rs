@@ -1,5 +1,5 @@
 //! The Linux run path. sbx stays the parent of bubblewrap ([`bwrap`]), whose
-//! PID 1 is sbx's own inner stage ([`inner`]); signals go through a
+//! PID 1 is sbx's own inner stage ([`mod@inner`]); signals go through a
 //! signalfd ([`signals`]); a sandbox that did not start is diagnosed
 //! ([`probe`]); and the checks after the run are [`crate::integrity`]'s.
 
