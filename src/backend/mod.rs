@@ -1,4 +1,4 @@
-//! From a resolved [`Policy`] to a [`Plan`]: the exact program, arguments and
+//! From a resolved [`Policy`](crate::policy::Policy) to a [`Plan`]: the exact program, arguments and
 //! environment that run. `sbx profile` prints a plan, `sbx run` executes the
 //! same plan, so what is reviewed is what runs.
 //!
@@ -18,7 +18,7 @@ use crate::policy::EnvPlan;
 pub struct Plan {
     /// The program (an absolute path).
     pub program: PathBuf,
-    /// Its arguments, without argv[0].
+    /// Its arguments, without `argv[0]`.
     pub args: Vec<OsString>,
     /// Environment changes the executor applies itself; `None` when the
     /// arguments already carry them (bubblewrap's `--setenv`/`--unsetenv`).
