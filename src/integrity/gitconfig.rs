@@ -280,6 +280,22 @@ pub fn check_git_configs(configs: &[GitConfigWatch], warn: &dyn Fn(&str)) -> boo
     clean
 }
 
+/// A setting a new repository may have: what `git init` writes, and the
+/// everyday settings `git clone` adds, with a remote only over HTTP(S) (a
+/// local path or an ssh URL to this machine would have the user's next push
+/// run that repository's hooks; ssh cannot authenticate from the sandbox
+/// anyway).
+fn benign_in_a_new_repository(entry: &Entry) -> bool {
+    let key = entry.key.as_str();
+    let http = {
+        let v = entry.value.to_ascii_lowercase();
+        (v.starts_with("https://") || v.starts_with("http://"))
+            && !v.contains(|c: char| c.is_whitespace() || c.is_control())
+    };
+    INIT_KEYS.contains(&key)
+        || (EVERYDAY_KEYS.contains(&key) && (!URL_KEYS.contains(&key) || http))
+}
+
 /// A repository created inside the sandbox (`git init`) has hooks and config
 /// written by the sandboxed command, and git runs them later outside it. Say
 /// so, and give true, when they hold anything `git init` would not have put
@@ -311,14 +327,20 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) -> bool {
             String::new()
         }
     };
-    // What `git init` writes; any other key is reported (a list of the
-    // dangerous ones would always miss one: diff drivers, merge drivers,
-    // upload-pack commands, includes, ...).
+    // What `git init` or `git clone` over HTTP writes; any other key is
+    // reported (a list of the dangerous ones would always miss one: diff
+    // drivers, merge drivers, upload-pack commands, includes, ...). Read as
+    // git reads it; a config git refuses is reported as such.
     let mut risky: Vec<String> = Vec::new();
-    for entry in scan(&config) {
-        if !INIT_KEYS.contains(&entry.key.as_str()) && !risky.contains(&entry.key) {
-            risky.push(entry.key);
+    match read(config.as_bytes()) {
+        Ok(entries) => {
+            for entry in entries {
+                if !benign_in_a_new_repository(&entry) && !risky.contains(&entry.key) {
+                    risky.push(entry.key);
+                }
+            }
         }
+        Err(_) => risky.push("config (git cannot read it)".into()),
     }
     if std::fs::symlink_metadata(git.join("commondir")).is_ok() {
         risky.push("commondir".into());
@@ -410,6 +432,31 @@ mod tests {
         let after = vec![e("core.pager", "evil")];
         assert_eq!(new_unusual(&before, &after), ["core.pager=evil"]);
         assert!(new_unusual(&after, &after).is_empty());
+    }
+
+    #[test]
+    fn a_new_repository_may_be_a_clone_over_http_and_nothing_more() {
+        let e = |k: &str, v: &str| entry(k, v);
+        for ok in [
+            e("core.bare", "false"),
+            e("remote.origin.url", "https://github.com/o/r.git"),
+            e("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+            e("branch.main.remote", "origin"),
+            e("branch.main.merge", "refs/heads/main"),
+        ] {
+            assert!(benign_in_a_new_repository(&ok), "{ok:?}");
+        }
+        for risky in [
+            e("remote.origin.url", "/tmp/evil.git"),
+            e("remote.origin.url", "file:///tmp/evil.git"),
+            e("remote.origin.url", "ssh://localhost/tmp/evil.git"),
+            e("remote.origin.pushurl", "ext::sh -c evil"),
+            e("remote.origin.url", "https://h/r x"),
+            e("core.fsmonitor", "touch /tmp/x"),
+            e("core.hookspath", "hooks"),
+        ] {
+            assert!(!benign_in_a_new_repository(&risky), "{risky:?}");
+        }
     }
 
     #[test]

@@ -53,7 +53,7 @@ git init -q -b main sub
 git -C sub config core.fsmonitor "$1"
 echo x > sub/f && git -C sub add f && git -C sub commit -q -m x
 git add sub
-git init -q plain
+git init -q plain && git -C plain remote add origin https://example.invalid/r.git
 echo DONE"#,
         &[&planted(&world)],
     );
@@ -65,7 +65,7 @@ echo DONE"#,
         both(&out)
     );
     assert!(stderr(&out).contains("core.fsmonitor"), "{}", both(&out));
-    // A plain new repository runs nothing, and stays.
+    // A plain new repository (or a clone over HTTPS) runs nothing, and stays.
     assert!(world.project.join("plain/.git").is_dir(), "{}", both(&out));
     host_git(&world, &world.project);
     host_git(&world, &world.project.join("sub"));
