@@ -84,6 +84,41 @@ fn killed_after_up(world: &World, script: &str, args: &[&str]) -> Child {
     child
 }
 
+/// Wait until no host process has `needle` in its command line, failing the
+/// test after the deadline. With a `sleep` duration from [`unique`] in a
+/// killed run's script, this is the event "its sandbox is gone": bubblewrap,
+/// the inner stage and the command all carry the script's words.
+fn wait_until_no_process_has(needle: &str) {
+    let start = Instant::now();
+    loop {
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+            })
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(needle)
+                })
+            })
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < util::DEADLINE,
+            "processes with {needle:?} still run: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The file the victim command writes in HOME: it can only land without a
 /// sandbox.
 fn marker(world: &World) -> PathBuf {

@@ -56,9 +56,9 @@ fn config_appended_during_a_host_rewrite(line: &str, reported: &str) {
         &format!(
             // An append racing the host's rename can land in the old file,
             // now unlinked: the command checks that the file git reads has
-            // its line, and tries again until it does.
+            // its line, and tries again until it does (for a minute at most).
             "echo up > up; i=0
-while [ $i -lt 1500 ]; do
+while [ $i -lt 3000 ]; do
   if {{ printf '{line}' >> .git/config; }} 2>/dev/null && grep -q '{name}' .git/config; then
     echo APPENDED; break
   fi
@@ -148,15 +148,16 @@ fn main_worktree_config_worktree_is_protected() {
 fn a_killed_sbx_leaves_its_sweep_to_the_next_run() {
     require_sandbox!();
     let world = World::new();
+    let sleep = format!("sleep {}", unique(30));
     let mut child = killed_after_up(
         &world,
-        "echo 'touch \"$HOME/PWNED\"' > .envrc; echo up > up; sleep 30",
+        &format!("echo 'touch \"$HOME/PWNED\"' > .envrc; echo up > up; {sleep}"),
         &[],
     );
     let _ = child.wait();
     let envrc = world.project.join(".envrc");
-    // The sandbox dies with sbx (--die-with-parent); give it a moment.
-    std::thread::sleep(Duration::from_millis(300));
+    // The sandbox dies with sbx (--die-with-parent): wait until it has.
+    wait_until_no_process_has(&sleep);
     assert!(envrc.exists(), "the scenario did not happen");
     let out = Sbx.run_sh(&world, "cat .envrc 2>/dev/null; echo NEXT-RAN");
     assert!(stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
@@ -245,7 +246,7 @@ fn a_stopped_terminal_does_not_stall_the_sweep() {
         if let Some(status) = child.try_wait().unwrap() {
             break Some(status);
         }
-        if start.elapsed() > Duration::from_secs(20) {
+        if start.elapsed() > util::DEADLINE {
             let _ = child.kill();
             break None;
         }
@@ -275,16 +276,21 @@ fn a_killed_sbx_leaves_its_git_config_check_to_the_next_run() {
     require_sandbox!();
     let world = World::new();
     world.git_repo();
+    let sleep = format!("sleep {}", unique(30));
     let mut cmd = world.sbx_std();
+    // The appends keep failing (read-only) until the host's git has
+    // replaced the file: tried for a minute at most.
     sh_in(
         &mut cmd,
         &[],
-        r#"echo up > up; i=0
-while [ $i -lt 300 ]; do
-  if { printf '[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n' >> .git/config; } 2>/dev/null && grep -q fsmonitor .git/config; then echo done > appended; break; fi
+        &format!(
+            r#"echo up > up; i=0
+while [ $i -lt 3000 ]; do
+  if {{ printf '[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n' >> .git/config; }} 2>/dev/null && grep -q fsmonitor .git/config; then echo done > appended; break; fi
   sleep 0.02; i=$((i+1))
 done
-sleep 30"#,
+{sleep}"#
+        ),
         &[],
     );
     let mut child = cmd
@@ -306,7 +312,8 @@ sleep 30"#,
         .args(["-KILL", &child.id().to_string()])
         .status();
     let _ = child.wait();
-    std::thread::sleep(Duration::from_millis(300));
+    // The sandbox dies with sbx (--die-with-parent): wait until it has.
+    wait_until_no_process_has(&sleep);
     let out = Sbx.run_sh(&world, "echo NEXT-RAN");
     assert_eq!(out.status.code(), Some(125), "{}", both(&out));
     assert!(!stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
