@@ -62,16 +62,19 @@ fn overlapping_runs_leave_no_envrc_in_place() {
             .spawn()
             .unwrap()
     };
-    // Every wait inside is bounded (4 s), so a failed step cannot hang.
+    // Each step waits for the one before it: A runs until told to go, after
+    // B has started; B writes its `.envrc` only once A's sweep has moved
+    // A's aside. Every wait is bounded (a minute), so a failed step cannot
+    // hang.
     let a = spawn(
-        "echo decoy > .envrc; i=0; while [ ! -e go ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done",
+        "echo decoy > .envrc; i=0; while [ ! -e go ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
     );
     let envrc = p.join(".envrc");
-    let a_planted = wait_for(&envrc, Duration::from_secs(10));
+    let a_planted = wait_for(&envrc, util::DEADLINE);
     let b = spawn(
-        "touch b-started; i=0; while [ ! -e .envrc.sbx-blocked ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done; echo evil > .envrc",
+        "touch b-started; i=0; while [ ! -e .envrc.sbx-blocked ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done; echo evil > .envrc",
     );
-    let b_started = wait_for(&p.join("b-started"), Duration::from_secs(10));
+    let b_started = wait_for(&p.join("b-started"), util::DEADLINE);
     std::fs::write(p.join("go"), "").unwrap();
     let a = a.wait_with_output().unwrap();
     let b = b.wait_with_output().unwrap();
