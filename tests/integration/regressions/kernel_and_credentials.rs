@@ -24,9 +24,10 @@ for name, t in [("STREAM", socket.SOCK_STREAM), ("SEQPACKET", socket.SOCK_SEQPAC
     print("PAIR-OK" if b.recv(1) == b"p" else "PAIR-BAD", name)
 "#;
 
-/// Everything a non-blocking datagram socket holds, after a short grace.
+/// Everything a non-blocking datagram socket holds. Asked once the sender
+/// has exited, it needs no wait: a Unix datagram is queued on the receiving
+/// socket before `sendto` returns.
 fn datagrams(sock: &UnixDatagram) -> Vec<String> {
-    std::thread::sleep(Duration::from_millis(200));
     let mut got = Vec::new();
     let mut buf = [0u8; 256];
     while let Ok(n) = sock.recv(&mut buf) {
