@@ -65,14 +65,14 @@ fn sbx_cache_and_host_edits_of_protected_dirs_are_not_swept() {
     let home = world.home.to_str().unwrap().to_string();
     std::fs::create_dir_all(world.project.join(".vscode")).unwrap();
     std::fs::write(world.project.join(".vscode/settings.json"), "{}").unwrap();
-    // The command waits until the host (an editor, an agent) has written
-    // into the protected, existing .vscode during the run.
+    // The command waits (a minute at most) until the host (an editor, an
+    // agent) has written into the protected, existing .vscode during the run.
     let mut cmd = world.sbx_std();
     cmd.env_remove("XDG_RUNTIME_DIR");
     sh_in(
         &mut cmd,
         &["--writable", &home, "--allow-domain", "127.0.0.1:9"],
-        "echo up > up; i=0; while [ ! -e go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
+        "echo up > up; i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done",
         &[],
     );
     let child = cmd
