@@ -114,13 +114,14 @@ fn host_processes_are_invisible_and_unkillable() {
             frac = shq(&duration[duration.find('.').unwrap()..]),
         ),
     );
-    std::thread::sleep(Duration::from_millis(100));
-    let alive = host.try_wait().unwrap().is_none();
+    // The command has finished, so every kill(2) it made has returned: a
+    // signal that got through has ended the process or is still pending.
+    let untouched = host.try_wait().unwrap().is_none() && no_signal_pending(pid);
     let _ = host.kill();
     let _ = host.wait();
     assert!(
-        alive,
-        "the host process was killed from inside:\n{}",
+        untouched,
+        "the host process was signalled from inside:\n{}",
         both(&out)
     );
     assert_no_secret(&out);
@@ -138,6 +139,25 @@ fn host_processes_are_invisible_and_unkillable() {
     }
 }
 
+/// Whether no signal is pending for the (unreaped) process `pid`. A fatal
+/// signal stays in its shared pending set (`ShdPnd`) until it is reaped,
+/// even once it is a zombie.
+fn no_signal_pending(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let pending: Vec<&str> = status
+        .lines()
+        .filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
+        .collect();
+    assert_eq!(pending.len(), 2, "{status}");
+    pending.iter().all(|l| {
+        l.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .bytes()
+            .all(|b| b == b'0')
+    })
+}
+
 // ---------------------------------------------------------------------------
 // Process lifetime
 // ---------------------------------------------------------------------------
@@ -146,7 +166,8 @@ fn host_processes_are_invisible_and_unkillable() {
 fn background_jobs_die_with_the_command() {
     require_sandbox!();
     let world = World::new();
-    let duration = unique(31);
+    // Longer than the bound below: sbx must not wait for it.
+    let duration = unique(300);
     let needle = format!("sleep {duration}");
     let start = Instant::now();
     let out = Sbx.run_sh(
@@ -160,12 +181,10 @@ fn background_jobs_die_with_the_command() {
         both(&out)
     );
     assert!(
-        start.elapsed() < Duration::from_secs(10),
+        start.elapsed() < util::DEADLINE,
         "sbx waited for the background job"
     );
-    let left = pgrep_until(Match::Contains(&needle), Duration::from_secs(2), |p| {
-        p.is_empty()
-    });
+    let left = pgrep_until(Match::Contains(&needle), util::DEADLINE, |p| p.is_empty());
     kill_all(&left);
     assert!(
         left.is_empty(),
@@ -195,15 +214,11 @@ fn killing_sbx_kills_the_whole_sandbox() {
         .unwrap();
     // Wait until the command itself runs: both `sleep` processes (the exact
     // command line, not bwrap's or the inner stage's, which contain it too).
-    let started = pgrep_until(Match::Exact(&needle), Duration::from_secs(3), |p| {
-        p.len() >= 2
-    });
+    let started = pgrep_until(Match::Exact(&needle), util::DEADLINE, |p| p.len() >= 2);
     assert_eq!(started.len(), 2, "the sandboxed sleeps never started");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let left = pgrep_until(Match::Contains(&needle), Duration::from_secs(2), |p| {
-        p.is_empty()
-    });
+    let left = pgrep_until(Match::Contains(&needle), util::DEADLINE, |p| p.is_empty());
     kill_all(&left);
     assert!(
         left.is_empty(),
@@ -233,28 +248,41 @@ fn killing_sbx_during_setup_kills_the_sandbox() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        // The sleeps below are not waits for anything: they spread the kill
+        // over moments of the setup on purpose, and whichever moment it
+        // lands at (a busy machine shifts them all), nothing may survive.
         if i % 2 == 0 {
             // Kill at staggered moments after the start: sbx's own start,
             // bubblewrap's start, its clone, the inner stage's start.
             std::thread::sleep(Duration::from_micros(500 + 500 * (i / 2 % 8)));
         } else {
-            // Kill once bubblewrap runs, at staggered moments of its setup.
+            // Kill once bubblewrap runs (or sbx has ended: nothing to kill
+            // then), at staggered moments of its setup.
             let needle = needles.last().unwrap();
-            pgrep_until(
-                Match::Both(needle, "--as-pid-1"),
-                Duration::from_secs(2),
-                |p| !p.is_empty(),
-            );
+            let start = Instant::now();
+            while pgrep(Match::Both(needle, "--as-pid-1")).is_empty()
+                && child.try_wait().unwrap().is_none()
+                && start.elapsed() < util::DEADLINE
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             std::thread::sleep(Duration::from_micros(250 * (i / 2 % 8)));
         }
         child.kill().unwrap();
         child.wait().unwrap();
     }
-    std::thread::sleep(Duration::from_millis(500));
-    let left: Vec<u32> = needles
-        .iter()
-        .flat_map(|n| pgrep(Match::Contains(n)))
-        .collect();
+    // Every sandbox goes with its sbx: wait until none is left.
+    let start = Instant::now();
+    let left = loop {
+        let left: Vec<u32> = needles
+            .iter()
+            .flat_map(|n| pgrep(Match::Contains(n)))
+            .collect();
+        if left.is_empty() || start.elapsed() > util::DEADLINE {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     kill_all(&left);
     assert!(left.is_empty(), "sandboxes outlived a killed sbx: {left:?}");
 }
