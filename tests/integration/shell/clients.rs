@@ -35,13 +35,13 @@ fn sigterm_from_the_client_stops_the_command() {
         .status()
         .unwrap();
     assert!(status.success());
-    let status = wait_within(&mut child.0, Duration::from_secs(10));
-    let gone = poll(Duration::from_secs(10), || {
+    let status = wait_within(&mut child.0, DEADLINE);
+    let gone = poll(DEADLINE, || {
         Some(()).filter(|()| pids_with_argv(&["sleep", &secs]).is_empty())
     });
     let log = std::fs::read_to_string(&log).unwrap();
     let Some(status) = status else {
-        panic!("sbx was still running 10 s after SIGTERM (stdout so far: {log:?})");
+        panic!("sbx was still running {DEADLINE:?} after SIGTERM (stdout so far: {log:?})");
     };
     assert_eq!(shell_status(status), 143, "{status:?}");
     assert!(!log.contains("after"), "the command went on after SIGTERM");
@@ -76,16 +76,14 @@ fn sigkill_from_the_client_ends_the_whole_sandbox() {
         let _ = stdout.read_to_end(&mut rest);
         rest
     });
-    let eof = poll(Duration::from_secs(10), || {
-        Some(()).filter(|()| reader.is_finished())
-    });
+    let eof = poll(DEADLINE, || Some(()).filter(|()| reader.is_finished()));
     assert!(eof.is_some(), "stdout stayed open after SIGKILL");
     assert_eq!(
         text(&reader.join().unwrap()),
         "",
         "nothing ran after SIGKILL"
     );
-    let gone = poll(Duration::from_secs(10), || {
+    let gone = poll(DEADLINE, || {
         Some(()).filter(|()| pids_with_argv(&["sleep", &secs]).is_empty())
     });
     assert!(gone.is_some(), "the sandboxed sleep survived SIGKILL");

@@ -191,10 +191,14 @@ fn tmux_default_shell_is_an_interactive_sandboxed_login_shell() {
     // 5.2 itself, sandbox or not, sometimes misses the SIGCHLD of a stopped
     // job killed this way and shows it as Stopped until it next reaps a
     // child: running an external command makes it look again.)
+    let mut round = 0;
     let reported = poll(Duration::from_secs(30), || {
-        tmux.type_line("/bin/true; jobs");
-        std::thread::sleep(Duration::from_millis(300));
-        Some(()).filter(|()| tmux.pane().contains("Terminated"))
+        round += 1;
+        tmux.type_line(&format!("/bin/true; jobs; echo jobs-listed-{round}"));
+        let pane = tmux.wait("the jobs listing", |p| {
+            has_line(p, &format!("jobs-listed-{round}"))
+        });
+        Some(()).filter(|()| pane.contains("Terminated"))
     });
     assert!(
         reported.is_some(),
@@ -233,8 +237,6 @@ fn tmux_default_shell_is_an_interactive_sandboxed_login_shell() {
 
     // Closing the terminal ends the sandboxed shell.
     drop(tmux);
-    let gone = poll(Duration::from_secs(10), || {
-        Some(()).filter(|()| !alive(pane_pid))
-    });
+    let gone = poll(DEADLINE, || Some(()).filter(|()| !alive(pane_pid)));
     assert!(gone.is_some(), "sbx (pid {pane_pid}) outlived its terminal");
 }
