@@ -146,6 +146,8 @@ struct Server {
     ip: &'static str,
     port: u16,
     accepted: Arc<AtomicUsize>,
+    /// How many times the accepting thread has found no connection waiting.
+    idle_polls: Arc<AtomicUsize>,
     received: Arc<Mutex<Vec<Vec<u8>>>>,
     stop: Arc<AtomicBool>,
 }
@@ -163,11 +165,13 @@ impl Server {
             ip,
             port,
             accepted: Arc::default(),
+            idle_polls: Arc::default(),
             received: Arc::default(),
             stop: Arc::default(),
         };
-        let (accepted, received, stop) = (
+        let (accepted, idle_polls, received, stop) = (
             server.accepted.clone(),
+            server.idle_polls.clone(),
             server.received.clone(),
             server.stop.clone(),
         );
@@ -179,7 +183,10 @@ impl Server {
                         let received = received.clone();
                         thread::spawn(move || serve(stream, kind, &received));
                     }
-                    Err(_) => thread::sleep(Duration::from_millis(5)),
+                    Err(_) => {
+                        idle_polls.fetch_add(1, Ordering::SeqCst);
+                        thread::sleep(Duration::from_millis(5));
+                    }
                 }
             }
         });
@@ -195,10 +202,22 @@ impl Server {
         format!("http://{}{path}", self.addr())
     }
 
-    /// Connections accepted so far, after a grace period for one that is on
-    /// its way (the sandboxed command has finished when this is asked).
+    /// Connections accepted so far, asked once the sandboxed command has
+    /// finished: every connection it made is then in the listener's backlog,
+    /// so this waits until the accepting thread has emptied it (an accept
+    /// that began after this call found nothing waiting).
     fn connections(&self) -> usize {
-        thread::sleep(Duration::from_millis(300));
+        let seen = self.idle_polls.load(Ordering::SeqCst);
+        let start = Instant::now();
+        // The next idle poll may be one that began before this call.
+        while self.idle_polls.load(Ordering::SeqCst) < seen + 2 {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "the server at {} stopped accepting",
+                self.addr()
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
         self.accepted.load(Ordering::SeqCst)
     }
 

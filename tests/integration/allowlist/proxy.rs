@@ -3,9 +3,9 @@
 use super::*;
 
 /// Start `sbx run --allow-domain SERVER -- sh -c 'SETUP; wait for go'`
-/// (without `XDG_RUNTIME_DIR`), wait until the command has made `ready`
-/// in the project, run `checks` while it runs, then let it finish; its
-/// status. A failed check still ends the run first.
+/// (a minute at most; without `XDG_RUNTIME_DIR`), wait until the command
+/// has made `ready` in the project, run `checks` while it runs, then let it
+/// finish; its status. A failed check still ends the run first.
 fn during_a_run(
     world: &World,
     server: &Server,
@@ -17,7 +17,7 @@ fn during_a_run(
     cmd.env_remove("XDG_RUNTIME_DIR")
         .args(["run", "--allow-domain", &server.addr(), "--", "sh", "-c"])
         .arg(format!(
-            "{setup}; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"
+            "{setup}; i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done"
         ))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -205,7 +205,7 @@ time.sleep(600)
     );
     assert_eq!(echo.connections(), 1);
     // The upstream side of the tunnel was closed too.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + DEADLINE;
     while echo.received().is_empty() && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(50));
     }
@@ -227,18 +227,10 @@ fn every_run_ends_when_its_command_does() {
         } else {
             "sleep 0.2; exit 3"
         };
-        let out = sbx_within(
+        let out = sbx_run(
             &world,
-            &[
-                "run",
-                "--allow-domain",
-                "127.0.0.1:1",
-                "--",
-                "sh",
-                "-c",
-                script,
-            ],
-            Duration::from_secs(20),
+            &["--allow-domain", "127.0.0.1:1"],
+            &["sh", "-c", script],
         );
         assert_eq!(out.status.code(), Some(3), "run {i}:\n{}", both(&out));
     }
