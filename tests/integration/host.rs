@@ -313,6 +313,11 @@ const READ_TIMEOUT: Option<Duration> = Some(Duration::from_secs(2));
 /// Poll `accept` (a non-blocking accept) until it yields a connection, or
 /// `grace` has passed with nobody waiting; then make the connection
 /// `blocking` (with a read timeout) and read it to its end.
+///
+/// The grace is no wait for an event: connect(2) has returned in a command
+/// that has exited, so a connection it made is already in the backlog and a
+/// check that expects one takes it at once. It is only the margin a check
+/// that expects none gives a connection still on its way.
 fn received<S: Read>(
     grace: Duration,
     accept: impl Fn() -> std::io::Result<S>,

@@ -90,7 +90,8 @@ fn pgrep_until(m: Match, timeout: Duration, want: impl Fn(&[u32]) -> bool) -> Ve
 }
 
 /// How long a host listener waits for a connection that may still be in
-/// flight once the sandboxed command has exited.
+/// flight once the sandboxed command has exited (a margin for a check that
+/// expects none: see `host::received`).
 const LISTEN_GRACE: Duration = Duration::from_millis(300);
 
 /// Where the system Python is looked for (never a pyenv shim on PATH: it

@@ -171,7 +171,8 @@ pub trait Runner {
     /// How long one run may take where a scenario sets a deadline itself.
     const LIMIT: Duration;
     /// How long a host listener waits for a connection that may still be in
-    /// flight once the sandboxed command has exited.
+    /// flight once the sandboxed command has exited (a margin for a check
+    /// that expects none: see `host::received`).
     const LISTEN_GRACE: Duration;
 
     /// `sbx` with the World's environment, in the project.
