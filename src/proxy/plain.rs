@@ -266,7 +266,7 @@ mod tests {
         );
         assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
         assert!(response.ends_with("\r\n\r\nhello"), "{response}");
-        let got = String::from_utf8(up.received.lock().unwrap()[0].clone()).unwrap();
+        let got = up.request(0);
         assert!(got.starts_with("GET /path?q=1 HTTP/1.1\r\n"), "{got}");
         assert!(got.contains(&format!("\r\nHost: {target}\r\n")), "{got}");
         assert!(got.contains("\r\nUser-Agent: t\r\n"), "{got}");
@@ -281,7 +281,7 @@ mod tests {
             format!("GET http://{target} HTTP/1.0\r\n{}\r\n", auth()).as_bytes(),
         );
         assert!(response.ends_with("hello"), "{response}");
-        let got = String::from_utf8(up.received.lock().unwrap()[1].clone()).unwrap();
+        let got = up.request(1);
         assert!(
             got.starts_with(&format!("GET / HTTP/1.0\r\nHost: {target}\r\n")),
             "{got}"
@@ -302,12 +302,14 @@ mod tests {
             auth()
         )
         .unwrap();
+        // Not a wait for anything: the pause makes the body likely to reach
+        // the proxy in two reads, which it must join (one read passes too).
         thread::sleep(Duration::from_millis(50));
         write!(s, " world{smuggled}").unwrap();
         let mut response = String::new();
         s.read_to_string(&mut response).unwrap();
         assert!(response.ends_with("hello"), "{response}");
-        let got = String::from_utf8(up.received.lock().unwrap()[0].clone()).unwrap();
+        let got = up.request(0);
         assert!(got.ends_with("\r\n\r\nhello world"), "{got}");
 
         let response = exchange(
@@ -319,7 +321,7 @@ mod tests {
             .as_bytes(),
         );
         assert!(response.ends_with("hello"), "{response}");
-        let got = String::from_utf8(up.received.lock().unwrap()[1].clone()).unwrap();
+        let got = up.request(1);
         assert!(got.ends_with("\r\n\r\n5\r\nhello\r\n0\r\n\r\n"), "{got}");
 
         // Ambiguous framing never reaches the upstream.

@@ -1,6 +1,7 @@
 //! End to end, on loopback only: a proxy with a fake resolver, upstream
 //! servers that record what reaches them, and small clients.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::UnixListener;
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::netrule::HostRule;
 
@@ -56,10 +57,13 @@ pub(super) fn unix_proxy(cfg: Arc<Config>) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
+/// What each connection carried, by the order it was accepted in.
+type Received = Mutex<BTreeMap<usize, Vec<u8>>>;
+
 pub(super) struct Upstream {
     addr: SocketAddr,
     accepted: Arc<AtomicUsize>,
-    pub(super) received: Arc<Mutex<Vec<Vec<u8>>>>,
+    received: Arc<Received>,
 }
 
 impl Upstream {
@@ -69,9 +73,26 @@ impl Upstream {
     pub(super) fn accepted(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
     }
+
+    /// Everything the `n`th connection (from 0) carried, waiting (a minute
+    /// at most) until it is recorded: that is when the proxy closes it,
+    /// which may come just after its client has read the response.
+    pub(super) fn request(&self, n: usize) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(got) = self.received.lock().unwrap().get(&n) {
+                return String::from_utf8(got.clone()).unwrap();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "connection {n} to the upstream was never recorded"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
-fn upstream(serve: fn(TcpStream, &Mutex<Vec<Vec<u8>>>)) -> Upstream {
+fn upstream(serve: fn(TcpStream, usize, &Received)) -> Upstream {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let up = Upstream {
         addr: l.local_addr().unwrap(),
@@ -82,9 +103,9 @@ fn upstream(serve: fn(TcpStream, &Mutex<Vec<Vec<u8>>>)) -> Upstream {
     thread::spawn(move || {
         for s in l.incoming() {
             let s = s.unwrap();
-            accepted.fetch_add(1, Ordering::SeqCst);
+            let n = accepted.fetch_add(1, Ordering::SeqCst);
             let received = received.clone();
-            thread::spawn(move || serve(s, &received));
+            thread::spawn(move || serve(s, n, &received));
         }
     });
     up
@@ -92,30 +113,82 @@ fn upstream(serve: fn(TcpStream, &Mutex<Vec<Vec<u8>>>)) -> Upstream {
 
 /// Echoes everything, half-closes on EOF.
 pub(super) fn echo_upstream() -> Upstream {
-    upstream(|mut s, _| {
+    upstream(|mut s, _, _| {
         let mut r = s.try_clone().unwrap();
         let _ = io::copy(&mut r, &mut s);
         let _ = s.shutdown(Shutdown::Write);
     })
 }
 
-/// Records everything sent until 300 ms of silence, then answers `hello`.
+/// Answers `hello` (and closes its side) once a whole request has arrived,
+/// then records everything the connection carried until the proxy closes
+/// it: bytes sent after the declared body are recorded too.
 pub(super) fn http_upstream() -> Upstream {
-    upstream(|mut s, received| {
-        s.set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
+    upstream(|mut s, n, received| {
+        // Only a bound for a proxy that stalls: every read waits for bytes
+        // or the close that follows them.
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let mut got = Vec::new();
         let mut buf = [0u8; 4096];
-        while let Ok(n) = s.read(&mut buf) {
-            if n == 0 {
-                break;
+        let mut answered = false;
+        loop {
+            if !answered && request_complete(&got) {
+                let _ = s.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                );
+                let _ = s.shutdown(Shutdown::Write);
+                answered = true;
             }
-            got.extend_from_slice(&buf[..n]);
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => got.extend_from_slice(&buf[..k]),
+            }
         }
-        received.lock().unwrap().push(got);
-        let _ =
-            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+        received.lock().unwrap().insert(n, got);
     })
+}
+
+/// Whether `buf` holds a whole request: its head, and the body that its
+/// `Content-Length` or chunked `Transfer-Encoding` declares.
+fn request_complete(buf: &[u8]) -> bool {
+    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    let body = &buf[end + 4..];
+    if header("transfer-encoding:").is_some_and(|v| v.ends_with("chunked")) {
+        return chunked_complete(body);
+    }
+    let len = header("content-length:").map_or(0, |v| v.parse().unwrap_or(0));
+    body.len() >= len
+}
+
+/// Whether a chunked body is whole: its chunks up to the last (size 0) and
+/// the empty line that ends the trailers.
+fn chunked_complete(mut body: &[u8]) -> bool {
+    loop {
+        let Some(eol) = body.windows(2).position(|w| w == b"\r\n") else {
+            return false;
+        };
+        let size = String::from_utf8_lossy(&body[..eol]);
+        let size = size.split(';').next().unwrap_or_default().trim();
+        // A malformed size: whole as far as this server can tell.
+        let Ok(size) = usize::from_str_radix(size, 16) else {
+            return true;
+        };
+        body = &body[eol + 2..];
+        if size == 0 {
+            return body.starts_with(b"\r\n") || body.windows(4).any(|w| w == b"\r\n\r\n");
+        }
+        if body.len() < size + 2 {
+            return false;
+        }
+        body = &body[size + 2..];
+    }
 }
 
 pub(super) fn head_of<R: Read>(r: &mut R) -> String {
