@@ -242,12 +242,13 @@ pub fn check_git_configs(configs: &[GitConfigWatch], warn: &dyn Fn(&str)) -> boo
         if Identity::of(&c.path) == c.identity {
             continue;
         }
-        let after = match std::fs::read(&c.path) {
-            Ok(content) => content,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => {
+        // Not followed if a link, never waited on if a FIFO.
+        let after = match super::identity::read_regular_file(&c.path, MAX_CONFIG_BYTES) {
+            Ok(Some(content)) => content,
+            Ok(None) => continue,
+            Err(why) => {
                 warn(&format!(
-                    "{} was replaced during the run and cannot be read ({e}): review it before using git there",
+                    "{} was replaced during the run and cannot be read ({why}): review it before using git there",
                     c.path.display()
                 ));
                 clean = false;
@@ -292,66 +293,56 @@ fn benign_in_a_new_repository(entry: &Entry) -> bool {
         (v.starts_with("https://") || v.starts_with("http://"))
             && !v.contains(|c: char| c.is_whitespace() || c.is_control())
     };
-    INIT_KEYS.contains(&key)
-        || (EVERYDAY_KEYS.contains(&key) && (!URL_KEYS.contains(&key) || http))
+    // `branch.NAME.remote` and `.pushremote` may name a URL or a path as well
+    // as a remote: here only a remote's name.
+    let names_a_remote = !entry.value.is_empty()
+        && !entry.value.starts_with('.')
+        && entry
+            .value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let value_ok = if URL_KEYS.contains(&key) {
+        http
+    } else if matches!(key, "branch.remote" | "branch.pushremote") {
+        names_a_remote
+    } else {
+        true
+    };
+    INIT_KEYS.contains(&key) || (EVERYDAY_KEYS.contains(&key) && value_ok)
 }
 
 /// A repository created inside the sandbox (`git init`) has hooks and config
 /// written by the sandboxed command, and git runs them later outside it. Say
 /// so, and give true, when they hold anything `git init` would not have put
 /// there, or cannot be read (the caller moves the repository aside).
+///
+/// Nothing here follows a link or waits on a file: a `config` that is a
+/// link (say to `/proc/self/cwd/...`, which reads differently for git in
+/// the repository than for sbx) or not a regular file (a FIFO would block
+/// the read for good) is itself a reason.
 pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) -> bool {
-    if !git.is_dir() {
+    if !std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir()) {
         return false;
     }
-    // What cannot be read is reported too: a check that fails quietly (say,
-    // out of descriptors) would read as "nothing to report".
-    let mut unreadable: Vec<&str> = Vec::new();
-    let hooks: Vec<String> = match std::fs::read_dir(git.join("hooks")) {
-        Ok(entries) => entries
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.ends_with(".sample"))
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(_) => {
-            unreadable.push("hooks");
-            Vec::new()
-        }
-    };
-    let config = match std::fs::read_to_string(git.join("config")) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(_) => {
-            unreadable.push("config");
-            String::new()
-        }
-    };
-    // What `git init` or `git clone` over HTTP writes; any other key is
-    // reported (a list of the dangerous ones would always miss one: diff
-    // drivers, merge drivers, upload-pack commands, includes, ...). Read as
-    // git reads it; a config git refuses is reported as such.
-    let mut risky: Vec<String> = Vec::new();
-    match read(config.as_bytes()) {
-        Ok(entries) => {
-            for entry in entries {
-                if !benign_in_a_new_repository(&entry) && !risky.contains(&entry.key) {
-                    risky.push(entry.key);
+    let (hooks, mut risky) = new_hooks(&git.join("hooks"));
+    for name in ["config", "config.worktree"] {
+        match super::identity::read_regular_file(&git.join(name), MAX_CONFIG_BYTES) {
+            Ok(None) => {}
+            Ok(Some(bytes)) => match read(&bytes) {
+                Ok(entries) => {
+                    for entry in entries {
+                        if !benign_in_a_new_repository(&entry) && !risky.contains(&entry.key) {
+                            risky.push(entry.key);
+                        }
+                    }
                 }
-            }
+                Err(_) => risky.push(format!("{name} (git cannot read it)")),
+            },
+            Err(why) => risky.push(format!("{name} ({why})")),
         }
-        Err(_) => risky.push("config (git cannot read it)".into()),
     }
     if std::fs::symlink_metadata(git.join("commondir")).is_ok() {
         risky.push("commondir".into());
-    }
-    if !unreadable.is_empty() {
-        warn(&format!(
-            "the command created the git repository {}, and sbx could not read its {} to check for hooks and config that git runs outside the sandbox",
-            git.display(),
-            unreadable.join(" and ")
-        ));
-        return true;
     }
     if hooks.is_empty() && risky.is_empty() {
         return false;
@@ -359,10 +350,35 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) -> bool {
     warn(&format!(
         "the command created the git repository {} with hooks [{}] and config keys [{}] that git runs outside the sandbox",
         git.display(),
-        hooks.join(", "),
+        crate::banner::sanitize(&hooks.join(", ")),
         crate::banner::sanitize(&risky.join(", "))
     ));
     true
+}
+
+/// A config file larger than this is not one `git init` or `git clone` wrote.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The hooks of a new repository (other than git's samples), and what makes
+/// its hooks directory itself a reason to move the repository aside (a link,
+/// not a directory, unreadable).
+fn new_hooks(hooks: &Path) -> (Vec<String>, Vec<String>) {
+    match std::fs::symlink_metadata(hooks) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), Vec::new()),
+        Ok(m) if m.is_dir() => match std::fs::read_dir(hooks) {
+            Ok(entries) => (
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| !n.ends_with(".sample"))
+                    .collect(),
+                Vec::new(),
+            ),
+            Err(_) => (Vec::new(), vec!["hooks (unreadable)".into()]),
+        },
+        Ok(_) => (Vec::new(), vec!["hooks (not a directory)".into()]),
+        Err(_) => (Vec::new(), vec!["hooks (unreadable)".into()]),
+    }
 }
 
 #[cfg(test)]
@@ -454,6 +470,8 @@ mod tests {
             e("remote.origin.url", "https://h/r x"),
             e("core.fsmonitor", "touch /tmp/x"),
             e("core.hookspath", "hooks"),
+            e("branch.main.pushremote", "/tmp/evil.git"),
+            e("branch.main.remote", "../evil"),
         ] {
             assert!(!benign_in_a_new_repository(&risky), "{risky:?}");
         }

@@ -176,3 +176,38 @@ mod hex_paths {
             .collect()
     }
 }
+
+/// The content of the regular file at `path` (`None`: nothing there),
+/// without following a link or blocking on a FIFO or device, and at most
+/// `cap` bytes; why not otherwise.
+pub fn read_regular_file(path: &Path, cap: u64) -> Result<Option<Vec<u8>>, &'static str> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(_) => return Err("unreadable"),
+    };
+    if !meta.is_file() {
+        return Err("not a regular file");
+    }
+    if meta.len() > cap {
+        return Err("too large");
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|_| "unreadable")?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err("not a regular file");
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| "unreadable")?;
+    if bytes.len() as u64 > cap {
+        return Err("too large");
+    }
+    Ok(Some(bytes))
+}

@@ -262,7 +262,10 @@ fn git_config_watch(
     (entry.kind == Kind::File && is_config && in_git_dir).then(|| GitConfigWatch {
         path: path.clone(),
         identity: entry.identity.clone(),
-        before: std::fs::read(path).unwrap_or_default(),
+        before: crate::integrity::identity::read_regular_file(path, 1 << 20)
+            .ok()
+            .flatten()
+            .unwrap_or_default(),
     })
 }
 
@@ -368,12 +371,25 @@ fn submodule_candidates(
     if !git.is_dir() {
         return Ok(());
     }
-    let modules = submodule_git_dirs(&git.join("modules"));
-    if modules.len() > MAX_SUBMODULES {
-        bail!(
-            "{}: more than {MAX_SUBMODULES} submodule git directories, whose hooks and config sbx cannot all keep read-only; the command was not run (remove those no submodule uses)",
-            git.join("modules").display()
-        );
+    // A linked worktree's submodules live under its own directory,
+    // `worktrees/NAME/modules`, not in the common `modules`.
+    let mut places = vec![git.join("modules")];
+    places.extend(
+        std::fs::read_dir(git.join("worktrees"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|wt| wt.path().join("modules")),
+    );
+    let mut modules = Vec::new();
+    for place in &places {
+        modules.extend(submodule_git_dirs(place));
+        if modules.len() > MAX_SUBMODULES {
+            bail!(
+                "{}: more than {MAX_SUBMODULES} submodule git directories, whose hooks and config sbx cannot all keep read-only; the command was not run (remove those no submodule uses)",
+                place.display()
+            );
+        }
     }
     for module in modules {
         candidates.push(module.join("hooks"));
@@ -489,7 +505,10 @@ fn git_entry_candidates(git: &Path) -> Vec<PathBuf> {
 /// line scan: enough to find the key git itself reads, and a miss only
 /// leaves the hooks directory unprotected as it was before.
 fn hooks_path(config: &Path, worktree: &Path, home: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(config).ok()?;
+    // Never waited on: a FIFO or a device there would hang every run.
+    let real = std::fs::canonicalize(config).ok()?;
+    let bytes = crate::integrity::identity::read_regular_file(&real, 1 << 20).ok()??;
+    let text = String::from_utf8_lossy(&bytes);
     let mut in_core = false;
     let mut found = None;
     for line in text.lines() {

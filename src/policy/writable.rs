@@ -93,8 +93,14 @@ fn worktree_common_dir(project: &Path, home_real: &Path) -> Option<PathBuf> {
         return None;
     }
     let common = own.parent()?.parent()?.to_path_buf();
-    let commondir = std::fs::read_to_string(own.join("commondir")).ok()?;
-    let back = std::fs::read_to_string(own.join("gitdir")).ok()?;
+    let small = |p: PathBuf| {
+        crate::integrity::identity::read_regular_file(&p, 4096)
+            .ok()
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    };
+    let commondir = small(own.join("commondir"))?;
+    let back = small(own.join("gitdir"))?;
     let leads_back = super::paths::real(&own.join(commondir.trim())).as_deref() == Some(&common);
     let names_us = super::paths::real(Path::new(back.trim())).as_deref() == Some(&dot_git);
     let plausible = super::runs_later::is_bare_repository(&common)

@@ -342,3 +342,119 @@ true"#,
     host_git(&world, &wt);
     host_git(&world, &world.project);
 }
+
+/// Ways a new repository's config hid from the check (twelfth review):
+/// a config that is a link reading differently for git than for sbx
+/// (`/proc/self/cwd`), a FIFO that hung sbx's check (and every later run),
+/// a `config.worktree` the check never read, a branch pushing to a path.
+#[test]
+fn a_new_repository_cannot_hide_its_config_from_the_check() {
+    require_sandbox!();
+    for (name, script) in [
+        (
+            "link",
+            r#"cp .git/config .cfg && printf '[core]\n\tfsmonitor = "%s"\n' "$1" >> .cfg
+rm .git/config && ln -s /proc/self/cwd/.cfg .git/config"#,
+        ),
+        (
+            "worktree-config",
+            r#"git config core.repositoryformatversion 1 && git config extensions.worktreeConfig true
+printf '[core]\n\tfsmonitor = "%s"\n' "$1" > .git/config.worktree"#,
+        ),
+        (
+            "pushremote",
+            r#"git init -q --bare /tmp/evil-$$.git && printf '#!/bin/sh\n%s\n' "$1" > /tmp/evil-$$.git/hooks/pre-receive && chmod +x /tmp/evil-$$.git/hooks/pre-receive
+git remote add origin https://example.invalid/r.git && git config branch.main.remote origin && git config branch.main.pushremote /tmp/evil-$$.git"#,
+        ),
+    ] {
+        let world = World::new();
+        world.git_repo();
+        let out = sbx_sh(
+            &world,
+            &world.project,
+            &[],
+            &format!(
+                "set -e; mkdir -p lib/y; cd lib/y; git init -q -b main .; git commit -q --allow-empty -m x\n{script}\ncd ../..; git add lib/y; git commit -q -m a; echo DONE"
+            ),
+            &[&planted(&world)],
+        );
+        assert!(stdout(&out).contains("DONE"), "{name}: {}", both(&out));
+        assert!(
+            !present(&world.project.join("lib/y/.git")),
+            "{name}: {}",
+            both(&out)
+        );
+        host_git(&world, &world.project);
+        let _ = world
+            .host_cmd("git")
+            .args(["push", "-q"])
+            .current_dir(world.project.join("lib/y"))
+            .output()
+            .unwrap();
+        assert!(!git_marker(&world).exists(), "{name}: git push ran it");
+    }
+}
+
+#[test]
+fn a_fifo_in_a_new_repository_does_not_hang_sbx() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        "git init -q a && rm a/.git/config && mkfifo a/.git/config && echo DONE",
+        &[],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    assert!(!present(&world.project.join("a/.git")), "{}", both(&out));
+    // And the next run is not held either.
+    let next = Sbx.run_sh(&world, "echo NEXT");
+    assert!(stdout(&next).contains("NEXT"), "{}", both(&next));
+}
+
+/// A linked worktree's submodules keep their git directories under
+/// `.git/worktrees/NAME/modules`: those were writable (twelfth review).
+#[test]
+fn a_worktrees_submodules_are_protected_too() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    world.add_submodule();
+    util::git(
+        &world.project,
+        &["worktree", "add", "-q", "-b", "wt", "../wt"],
+    );
+    let wt = world.home.join("wt");
+    util::git(
+        &wt,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "update",
+            "-q",
+            "--init",
+        ],
+    );
+    let module = world.project.join(".git/worktrees/wt/modules/vendor/lib");
+    assert!(
+        module.join("config").is_file(),
+        "the scenario did not happen"
+    );
+    for dir in [&wt, &world.project] {
+        let out = sbx_sh(
+            &world,
+            dir,
+            &[],
+            r#"printf '[core]\n\tfsmonitor = "%s"\n' "$1" >> "$2/config" 2>/dev/null && echo CONFIG-WRITTEN
+printf '#!/bin/sh\n%s\n' "$1" > "$2/hooks/post-checkout" 2>/dev/null && echo HOOK-WRITTEN
+true"#,
+            &[&planted(&world), module.to_str().unwrap()],
+        );
+        assert!(!stdout(&out).contains("CONFIG-WRITTEN"), "{}", both(&out));
+        assert!(!stdout(&out).contains("HOOK-WRITTEN"), "{}", both(&out));
+    }
+    host_git(&world, &wt);
+}
