@@ -321,6 +321,19 @@ fn benign_in_a_new_repository(entry: &Entry) -> bool {
 /// the repository than for sbx) or not a regular file (a FIFO would block
 /// the read for good) is itself a reason.
 pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) -> bool {
+    inspect_git_dir(git, None, warn)
+}
+
+/// [`inspect_new_git`] for a submodule's git directory made during the run
+/// (`git submodule update --init`): its `core.worktree` may name the
+/// submodule's checkout, a directory inside `tree`, the superproject's
+/// working tree, and nothing else (the user's next checkout of that
+/// submodule would write its files wherever it points).
+pub fn inspect_new_module(git: &Path, tree: &Path, warn: &dyn Fn(&str)) -> bool {
+    inspect_git_dir(git, Some(tree), warn)
+}
+
+fn inspect_git_dir(git: &Path, tree: Option<&Path>, warn: &dyn Fn(&str)) -> bool {
     if !std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir()) {
         return false;
     }
@@ -331,7 +344,9 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) -> bool {
             Ok(Some(bytes)) => match read(&bytes) {
                 Ok(entries) => {
                     for entry in entries {
-                        if !benign_in_a_new_repository(&entry) && !risky.contains(&entry.key) {
+                        let benign = benign_in_a_new_repository(&entry)
+                            || tree.is_some_and(|t| worktree_inside(&entry, git, t));
+                        if !benign && !risky.contains(&entry.key) {
                             risky.push(entry.key);
                         }
                     }
@@ -354,6 +369,28 @@ pub fn inspect_new_git(git: &Path, warn: &dyn Fn(&str)) -> bool {
         crate::banner::sanitize(&risky.join(", "))
     ));
     true
+}
+
+/// Whether `entry` is a `core.worktree` naming a directory inside `tree`
+/// (relative to the git directory `git`), lexically and, where it exists,
+/// by its real path.
+fn worktree_inside(entry: &Entry, git: &Path, tree: &Path) -> bool {
+    use std::path::Component;
+    if entry.key != "core.worktree" {
+        return false;
+    }
+    let mut path = std::path::PathBuf::new();
+    for c in git.join(&entry.value).components() {
+        match c {
+            Component::ParentDir => {
+                path.pop();
+            }
+            Component::CurDir => {}
+            other => path.push(other),
+        }
+    }
+    let real_inside = std::fs::canonicalize(&path).map_or(true, |r| r.starts_with(tree));
+    path.starts_with(tree) && path != tree && real_inside
 }
 
 /// A config file larger than this is not one `git init` or `git clone` wrote.

@@ -154,6 +154,14 @@ pub struct Repositories {
     pub scan_root: PathBuf,
     #[serde(with = "hex_paths")]
     pub git_entries: Vec<PathBuf>,
+    /// Submodule git directories (under `.git/modules` and worktrees'
+    /// `modules`) of those repositories.
+    #[serde(with = "hex_paths", default)]
+    pub modules: Vec<PathBuf>,
+    /// Directories the walk could not list (a repository could hide in one
+    /// made unreadable during the run).
+    #[serde(with = "hex_paths", default)]
+    pub unreadable: Vec<PathBuf>,
 }
 
 /// [`hex_path`] for a list of paths.

@@ -4,9 +4,9 @@
 //! editors run git in every repository they find), so what its `.git`
 //! holds runs outside the sandbox.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::gitconfig::inspect_new_git;
+use super::gitconfig::{inspect_new_git, inspect_new_module};
 use super::identity::Repositories;
 use super::sweep;
 
@@ -21,7 +21,10 @@ pub fn check_new_repositories(
     cache: Option<&Path>,
     warn: &dyn Fn(&str),
 ) -> bool {
-    let after = crate::envscan::walk(&before.scan_root, cache);
+    let mut after = crate::envscan::walk(&before.scan_root, cache);
+    if reopen(&after.unreadable, &before.unreadable, warn) {
+        after = crate::envscan::walk(&before.scan_root, cache);
+    }
     let mut clean = true;
     for git in after
         .git_entries
@@ -29,10 +32,128 @@ pub fn check_new_repositories(
         .filter(|g| !before.git_entries.contains(g))
     {
         let is_dir = std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir());
-        let risky = !is_dir || inspect_new_git(git, warn);
+        let risky = if is_dir {
+            inspect_new_git(git, warn)
+        } else {
+            !made_by_git(git, &after.git_entries)
+        };
         if risky && !sweep(git, None, warn) {
             clean = false;
         }
     }
+    // Submodule git directories the command added (`.git/modules/NAME`,
+    // which the walk does not enter): a `core.worktree` there points git at
+    // any directory when the user next initialises that submodule.
+    for module in crate::policy::module_dirs(&after.git_entries)
+        .iter()
+        .filter(|m| !before.modules.contains(m))
+    {
+        // The working tree of the repository whose `.git` holds it.
+        let tree = module
+            .ancestors()
+            .find(|a| a.file_name().is_some_and(|n| n == ".git"))
+            .and_then(Path::parent);
+        let risky = match tree {
+            Some(tree) => inspect_new_module(module, tree, warn),
+            None => inspect_new_git(module, warn),
+        };
+        if risky && !sweep(module, None, warn) {
+            clean = false;
+        }
+    }
+    // A directory made unreadable during the run cannot be searched: a
+    // repository could sit in it, reachable by a path git knows (a gitlink).
+    for dir in after
+        .unreadable
+        .iter()
+        .filter(|d| !before.unreadable.contains(d))
+    {
+        warn(&format!(
+            "{} cannot be searched for git repositories (the command made it unreadable): review it, and its repositories, before using git there",
+            dir.display()
+        ));
+        clean = false;
+    }
     clean
+}
+
+/// Give the user back read and search permission on the directories of
+/// theirs the command made unreadable during the run (`chmod 111`), which
+/// the walk could not search for repositories; true when it did any.
+fn reopen(unreadable: &[PathBuf], before: &[PathBuf], warn: &dyn Fn(&str)) -> bool {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let me = nix::unistd::geteuid().as_raw();
+    let mut any = false;
+    for dir in unreadable.iter().filter(|d| !before.contains(d)) {
+        let Ok(meta) = std::fs::symlink_metadata(dir) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != me {
+            continue;
+        }
+        let mode = meta.permissions().mode() | 0o500;
+        if std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).is_ok() {
+            warn(&format!(
+                "the command made {} unreadable; sbx made it readable again (mode {:o}) to look for repositories in it",
+                dir.display(),
+                mode & 0o7777
+            ));
+            any = true;
+        }
+    }
+    any
+}
+
+/// Whether a new `.git` file is one git itself writes for a linked worktree
+/// (`git worktree add`) or a submodule checkout under the project: `gitdir:`
+/// naming `worktrees/NAME` of a repository's git directory found by the walk
+/// (whose `commondir` leads back there, whose `gitdir` names this file, and
+/// with no config or hooks of its own), or a directory under its `modules`
+/// (checked as a new submodule git directory, then). Anything else sends
+/// git to a repository the command prepared, and is moved aside.
+fn made_by_git(dot_git: &Path, gits: &[PathBuf]) -> bool {
+    let small = |p: &Path| {
+        super::identity::read_regular_file(p, 4096)
+            .ok()
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+    };
+    let (Some(text), Some(dir)) = (small(dot_git), dot_git.parent()) else {
+        return false;
+    };
+    let Some(named) = text.strip_prefix("gitdir:").map(str::trim) else {
+        return false;
+    };
+    let Ok(target) = std::fs::canonicalize(dir.join(named)) else {
+        return false;
+    };
+    let Ok(me) = std::fs::canonicalize(dot_git) else {
+        return false;
+    };
+    for git in gits {
+        let Ok(git) = std::fs::canonicalize(git) else {
+            continue;
+        };
+        let Ok(rest) = target.strip_prefix(&git) else {
+            continue;
+        };
+        let mut parts = rest.components().map(|c| c.as_os_str());
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(m), Some(_), _) if m == "modules" => return true,
+            (Some(w), Some(_), None) if w == "worktrees" => {
+                let back =
+                    small(&target.join("gitdir")).and_then(|g| std::fs::canonicalize(g).ok());
+                let common = small(&target.join("commondir"))
+                    .and_then(|c| std::fs::canonicalize(target.join(c)).ok());
+                let own_settings = ["config.worktree", "config", "hooks"]
+                    .iter()
+                    .any(|n| std::fs::symlink_metadata(target.join(n)).is_ok());
+                return back.as_ref() == Some(&me)
+                    && common.as_ref() == Some(&git)
+                    && !own_settings;
+            }
+            _ => {}
+        }
+    }
+    false
 }

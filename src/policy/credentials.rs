@@ -71,7 +71,7 @@ fn hidden_agent_tokens(s: &Settings, places: &Places, writable: &[PathBuf]) -> V
 pub(super) struct EnvFiles {
     /// Real paths, sorted.
     pub files: Vec<PathBuf>,
-    unreadable: Vec<PathBuf>,
+    pub unreadable: Vec<PathBuf>,
     /// Every `.git` entry under the scan root (its own included), sorted.
     pub git_entries: Vec<PathBuf>,
     /// Where the walk started (none when it did not run).

@@ -47,6 +47,7 @@ pub use lists::{
     AGENT_TOKENS, CREDENTIALS, CREDENTIALS_MACOS, CREDENTIAL_VAR_NAMES, CREDENTIAL_VAR_PARTS,
     CREDENTIAL_VAR_SUFFIXES, HOME_PROTECTED, PROJECT_PROTECTED,
 };
+pub(crate) use runs_later::module_dirs;
 pub use writable::TOOL_CACHE_OWNER;
 
 /// The platform a policy is resolved and rendered for.
@@ -326,7 +327,9 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         credentials,
         repositories: dotenv.scan_root.map(|scan_root| Repositories {
             scan_root,
+            modules: runs_later::module_dirs(&dotenv.git_entries),
             git_entries: dotenv.git_entries,
+            unreadable: dotenv.unreadable.clone(),
         }),
         env_files: dotenv.files,
         placeholder,

@@ -401,6 +401,25 @@ fn submodule_candidates(
     Ok(())
 }
 
+/// The submodule git directories of the repositories whose `.git` entries
+/// are `gits` (those that are directories): under `modules` and each
+/// worktree's `modules`.
+pub(crate) fn module_dirs(gits: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for git in gits
+        .iter()
+        .filter(|g| std::fs::symlink_metadata(g).is_ok_and(|m| m.is_dir()))
+    {
+        let mut layout = GitLayout::default();
+        let mut ignored = Vec::new();
+        // Too many is refused by the resolution itself; here, take them all.
+        let _ = submodule_candidates(git, &mut ignored, &mut layout);
+        out.extend(layout.git_dirs);
+    }
+    out.sort();
+    out
+}
+
 /// Python's user site directories: every Python start imports what a
 /// `.pth` file there names, and runs `usercustomize.py`. One per Python
 /// version this machine has (or the home already holds), whether or not it

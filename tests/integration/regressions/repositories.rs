@@ -458,3 +458,106 @@ true"#,
     }
     host_git(&world, &wt);
 }
+
+/// A repository hidden in a directory the command made unreadable: git
+/// still reaches it by the path the index names (twelfth review).
+#[test]
+fn a_repository_in_a_directory_made_unreadable_is_not_missed() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"set -e; mkdir -p d/sub; cd d/sub; git init -q -b main .; git config core.fsmonitor "$1"
+git commit -q --allow-empty -m x; cd ../..; git add d/sub; git commit -q -m a; chmod 111 d; echo DONE"#,
+        &[&planted(&world)],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    // sbx makes the directory readable again (as root it always was), finds
+    // the repository and moves it aside; failing that, it says so and fails.
+    let moved = !present(&world.project.join("d/sub/.git"));
+    let said = out.status.code() == Some(125) && stderr(&out).contains("cannot be searched");
+    assert!(moved || said, "{}", both(&out));
+    host_git(&world, &world.project);
+    let _ = std::fs::set_permissions(
+        world.project.join("d"),
+        std::fs::Permissions::from_mode(0o755),
+    );
+}
+
+/// Submodule git directories the command adds under `.git/modules`: the
+/// walk does not enter `.git`, so they were never checked (twelfth review).
+#[test]
+fn a_submodule_git_directory_the_command_adds_is_checked() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    world.add_submodule();
+    util::git(
+        &world.project,
+        &["submodule", "deinit", "-q", "-f", "vendor/lib"],
+    );
+    std::fs::remove_dir_all(world.project.join(".git/modules")).unwrap();
+    // Planted: a module whose worktree is home, with a hook.
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"set -e; m=.git/modules/vendor/lib; mkdir -p .git/modules/vendor
+git clone -q --bare "$2" $m; git --git-dir=$m config core.worktree ../../../../..
+printf '#!/bin/sh\n%s\n' "$1" > $m/hooks/post-checkout; chmod +x $m/hooks/post-checkout; echo PLANTED"#,
+        &[
+            &planted(&world),
+            world.root.join("sub-origin").to_str().unwrap(),
+        ],
+    );
+    assert!(stdout(&out).contains("PLANTED"), "{}", both(&out));
+    assert!(
+        !present(&world.project.join(".git/modules/vendor/lib")),
+        "{}",
+        both(&out)
+    );
+    let _ = world
+        .host_cmd("git")
+        .args([
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "update",
+            "-q",
+            "--init",
+        ])
+        .current_dir(&world.project)
+        .output()
+        .unwrap();
+    assert!(!git_marker(&world).exists(), "the planted hook ran");
+}
+
+/// What git itself writes stays: a linked worktree the command adds inside
+/// the project (`.worktrees/NAME`, as agents do) keeps its `.git` file.
+#[test]
+fn a_worktree_the_command_adds_inside_the_project_stays() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        "git worktree add -q -b task .worktrees/task && cd .worktrees/task && echo x > x && git add x && git commit -q -m x && echo WT-OK",
+        &[],
+    );
+    assert!(stdout(&out).contains("WT-OK"), "{}", both(&out));
+    let wt = world.project.join(".worktrees/task");
+    assert!(wt.join(".git").is_file(), "{}", both(&out));
+    assert!(!stderr(&out).contains("sbx-blocked"), "{}", both(&out));
+    let status = world
+        .host_cmd("git")
+        .args(["status", "--short"])
+        .current_dir(&wt)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+}
