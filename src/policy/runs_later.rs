@@ -55,6 +55,7 @@ impl RunsLater {
         // example a writable ~/.config).
         candidates.extend(HOME_PROTECTED.iter().map(|r| places.home.join(r)));
         candidates.extend(python_user_sites(&places.home));
+        candidates.extend(path_dirs_in_home(places));
         candidates.push(files.user_path.clone());
         candidates.extend(files.explicit_path.iter().cloned());
         candidates.extend(places.host.cache_dir.iter().cloned());
@@ -134,6 +135,14 @@ impl RunsLater {
         writable: &[PathBuf],
     ) -> Result<()> {
         let in_writable = |p: &Path| writable.iter().find(|w| p.starts_with(w)).cloned();
+        // A link on the way to a protected path (`lib/cfg -> cfgA` for
+        // `lib/cfg/config`) could be pointed elsewhere for the next run:
+        // each is watched like a protected link.
+        for place in links_on_the_way(c, places) {
+            if in_writable(&place).is_some() {
+                self.watch_link(place);
+            }
+        }
         // A protected path that is itself a symlink living in a writable
         // root cannot be mounted over (a mount follows the link), and the
         // command could replace the link whatever it points to: it is
@@ -144,15 +153,7 @@ impl RunsLater {
                 return Ok(());
             };
             if in_writable(&place).is_some() {
-                let entry = Protected {
-                    identity: Identity::of(&place),
-                    path: place,
-                    kind: Kind::Missing,
-                    create: false,
-                };
-                if !self.protected.contains(&entry) {
-                    self.protected.push(entry);
-                }
+                self.watch_link(place);
             }
             // And what it points to is protected like any other path
             // (`.git/hooks -> ../githooks` keeps the hooks in the tree),
@@ -186,6 +187,61 @@ impl RunsLater {
         self.protected.push(entry);
         Ok(())
     }
+}
+
+impl RunsLater {
+    /// Watch a link by its own identity (moved aside if replaced).
+    fn watch_link(&mut self, place: PathBuf) {
+        let entry = Protected {
+            identity: Identity::of(&place),
+            path: place,
+            kind: Kind::Missing,
+            create: false,
+        };
+        if !self.protected.contains(&entry) {
+            self.protected.push(entry);
+        }
+    }
+}
+
+/// The links git would pass through to reach `c`: among its directories,
+/// and on the way to where each link points (`lib/z/.git/config ->
+/// ../../cfg/config` with `cfg -> cfgA`: `cfg` could be pointed elsewhere
+/// for the next run). Each where it lives (its real parent and its name).
+/// From the real paths already resolved: a path whose real path is not its
+/// real parent's plus its name is a link.
+fn links_on_the_way(c: &Path, places: &Places) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![c.to_path_buf()];
+    let mut hops = 0;
+    while let Some(path) = todo.pop() {
+        hops += 1;
+        if hops > 40 {
+            break;
+        }
+        let prefixes: Vec<&Path> = path.ancestors().collect();
+        for prefix in prefixes.into_iter().rev() {
+            let (Some(parent), Some(name)) = (prefix.parent(), prefix.file_name()) else {
+                continue;
+            };
+            let Some(real_parent) = real(parent) else {
+                break;
+            };
+            let here = real_parent.join(name);
+            let Some(real_here) = real(prefix) else {
+                break;
+            };
+            if real_here == here {
+                continue;
+            }
+            out.push(places.alias(here.clone()));
+            if let (Ok(target), Ok(rest)) = (std::fs::read_link(&here), path.strip_prefix(prefix)) {
+                todo.push(real_parent.join(target).join(rest));
+            }
+            break;
+        }
+    }
+    out
 }
 
 /// Where a symlink candidate itself lives: its real parent and its name.
@@ -433,9 +489,12 @@ fn python_user_sites(home: &Path) -> Vec<PathBuf> {
     ] {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let name = entry.file_name();
+            // `python3.13`, and builds such as `python3.13t` (free-threaded).
             let is_version = name.to_str().is_some_and(|n| {
-                n.strip_prefix("python3.")
-                    .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                n.strip_prefix("python3.").is_some_and(|v| {
+                    v.bytes().next().is_some_and(|b| b.is_ascii_digit())
+                        && v.bytes().all(|b| b.is_ascii_alphanumeric())
+                })
             });
             if is_version && !versions.contains(&name) {
                 versions.push(name);
@@ -456,6 +515,23 @@ fn python_user_sites(home: &Path) -> Vec<PathBuf> {
         sites.push(entry.path().join("lib/python/site-packages"));
     }
     sites
+}
+
+/// The directories on the user's `PATH` inside home but outside the
+/// project (`~/.bun/bin`, `~/go/bin`, ...): a program planted there runs
+/// in place of the one the user meant, in the next shell.
+fn path_dirs_in_home(places: &Places) -> Vec<PathBuf> {
+    let Some(path) = places.host.var("PATH") else {
+        return Vec::new();
+    };
+    std::env::split_paths(path)
+        .filter(|d| d.is_absolute())
+        .filter(|d| d.starts_with(&places.home) || d.starts_with(&places.home_real))
+        .filter(|d| {
+            super::paths::real(d).is_none_or(|r| !r.starts_with(&places.project))
+                && !d.starts_with(&places.project)
+        })
+        .collect()
 }
 
 /// Repositories a writable root is, or holds at its top, or is the git

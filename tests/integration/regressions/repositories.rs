@@ -561,3 +561,35 @@ fn a_worktree_the_command_adds_inside_the_project_stays() {
         .unwrap();
     assert!(status.status.success(), "{status:?}");
 }
+
+/// A link on the way to a protected config (`cfg` in `.git/config ->
+/// ../../../cfg/config`) was neither pinned nor watched: a run could point
+/// it at a config with `core.fsmonitor` (twelfth review).
+#[test]
+fn a_link_on_the_way_to_a_protected_config_is_watched() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let z = world.project.join("lib/z");
+    util::repo_with_commit(&z);
+    let config = read(&z.join(".git/config"));
+    util::write(&world.project.join("cfgA/config"), &config);
+    util::write(
+        &world.project.join("cfgB/config"),
+        &format!("{config}[core]\n\tfsmonitor = \"{}\"\n", planted(&world)),
+    );
+    std::fs::remove_file(z.join(".git/config")).unwrap();
+    symlink("../../../cfg/config", z.join(".git/config")).unwrap();
+    symlink("cfgA", world.project.join("cfg")).unwrap();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        "ln -sfn cfgB cfg; echo DONE",
+        &[],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    let now = std::fs::read_link(world.project.join("cfg")).ok();
+    assert_ne!(now.as_deref(), Some(Path::new("cfgB")), "{}", both(&out));
+    host_git(&world, &z);
+}
