@@ -33,7 +33,7 @@ impl Entry {
 
 /// The only git sbx runs itself: one the sandboxed command cannot have put
 /// on a PATH.
-const TRUSTED_GIT: &str = "/usr/bin/git";
+pub(super) const TRUSTED_GIT: &str = "/usr/bin/git";
 
 /// The settings of a config file's content as git reads them, or why git
 /// refuses it; the line scan when no trusted git is installed.

@@ -162,6 +162,38 @@ pub struct Repositories {
     /// made unreadable during the run).
     #[serde(with = "hex_paths", default)]
     pub unreadable: Vec<PathBuf>,
+    /// Each repository's index (`GIT/index`) and its identity: an index
+    /// the run changed may name a new gitlink.
+    #[serde(default)]
+    pub indexes: Vec<IndexStamp>,
+}
+
+/// A repository's git directory and the identity of its index then.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub struct IndexStamp {
+    #[serde(with = "hex_path")]
+    pub git: PathBuf,
+    pub identity: Option<Identity>,
+}
+
+impl Repositories {
+    /// The `.git` directories among the entries (not files or links).
+    pub fn git_dirs(entries: &[PathBuf]) -> impl Iterator<Item = &PathBuf> {
+        entries
+            .iter()
+            .filter(|g| std::fs::symlink_metadata(g).is_ok_and(|m| m.is_dir()))
+    }
+
+    /// Those directories' indexes with their identities, now.
+    pub fn index_identities(entries: &[PathBuf]) -> Vec<IndexStamp> {
+        Self::git_dirs(entries)
+            .map(|g| IndexStamp {
+                git: g.clone(),
+                identity: Identity::of(&g.join("index")),
+            })
+            .collect()
+    }
 }
 
 /// [`hex_path`] for a list of paths.

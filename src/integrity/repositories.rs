@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::gitconfig::{inspect_new_git, inspect_new_module};
-use super::identity::Repositories;
+use super::identity::{Identity, Repositories};
 use super::sweep;
 
 /// Walk the project again (from the `.env` scan's cache: one `lstat` per
@@ -39,6 +39,28 @@ pub fn check_new_repositories(
         };
         if risky && !sweep(git, None, warn) {
             clean = false;
+        }
+    }
+    // Repositories the walk skips (inside `node_modules`, `target`, ...)
+    // that an index the run changed names as gitlinks: the user's `git
+    // status` enters them all the same.
+    for git in indexes_changed(before, &after.git_entries) {
+        for linked in gitlinks(&git) {
+            let dot_git = linked.join(".git");
+            let known =
+                before.git_entries.contains(&dot_git) || after.git_entries.contains(&dot_git);
+            if known || std::fs::symlink_metadata(&dot_git).is_err() {
+                continue;
+            }
+            let is_dir = std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_dir());
+            let risky = if is_dir {
+                inspect_new_git(&dot_git, warn)
+            } else {
+                !made_by_git(&dot_git, &after.git_entries)
+            };
+            if risky && !sweep(&dot_git, None, warn) {
+                clean = false;
+            }
         }
     }
     // Submodule git directories the command added (`.git/modules/NAME`,
@@ -75,6 +97,53 @@ pub fn check_new_repositories(
         clean = false;
     }
     clean
+}
+
+/// The `.git` directories (there now) whose index the run changed or made.
+fn indexes_changed(before: &Repositories, now: &[PathBuf]) -> Vec<PathBuf> {
+    Repositories::git_dirs(now)
+        .filter(|git| {
+            let then = before.indexes.iter().find(|s| s.git == **git);
+            then.is_none_or(|s| Identity::of(&git.join("index")) != s.identity)
+        })
+        .cloned()
+        .collect()
+}
+
+/// The working-tree paths of the gitlinks (submodules, nested repositories
+/// added with `git add`) that the index of the repository `git` names, read
+/// by the trusted git with no configuration but the repository's own
+/// (`ls-files` runs no hook and no fsmonitor).
+fn gitlinks(git: &Path) -> Vec<PathBuf> {
+    let Some(tree) = git.parent() else {
+        return Vec::new();
+    };
+    let out = std::process::Command::new(super::gitconfig::TRUSTED_GIT)
+        .arg("--git-dir")
+        .arg(git)
+        .arg("--work-tree")
+        .arg(tree)
+        .args(["ls-files", "--stage", "-z"])
+        .env_clear()
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", "/nonexistent")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let Ok(out) = out else {
+        return Vec::new();
+    };
+    out.stdout
+        .split(|&b| b == 0)
+        .filter_map(|item| {
+            let (meta, path) = item.split_at(item.iter().position(|&b| b == b'\t')?);
+            meta.starts_with(b"160000 ").then(|| {
+                use std::os::unix::ffi::OsStrExt;
+                tree.join(std::ffi::OsStr::from_bytes(&path[1..]))
+            })
+        })
+        .collect()
 }
 
 /// Give the user back read and search permission on the directories of

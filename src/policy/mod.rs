@@ -328,6 +328,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         repositories: dotenv.scan_root.map(|scan_root| Repositories {
             scan_root,
             modules: runs_later::module_dirs(&dotenv.git_entries),
+            indexes: Repositories::index_identities(&dotenv.git_entries),
             git_entries: dotenv.git_entries,
             unreadable: dotenv.unreadable.clone(),
         }),

@@ -593,3 +593,28 @@ fn a_link_on_the_way_to_a_protected_config_is_watched() {
     assert_ne!(now.as_deref(), Some(Path::new("cfgB")), "{}", both(&out));
     host_git(&world, &z);
 }
+
+/// A repository under a directory the walk skips (`node_modules`), added
+/// to the index as a gitlink: the user's `git status` at the top enters it
+/// (twelfth review). An index the run changed is read for gitlinks.
+#[test]
+fn a_gitlinked_repository_in_a_skipped_directory_is_checked() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"set -e; mkdir -p node_modules/x; cd node_modules/x; git init -q -b main .; git config core.fsmonitor "$1"
+git commit -q --allow-empty -m x; cd ../..; git add -f node_modules/x; git commit -q -m add; echo DONE"#,
+        &[&planted(&world)],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    assert!(
+        !present(&world.project.join("node_modules/x/.git")),
+        "{}",
+        both(&out)
+    );
+    host_git(&world, &world.project);
+}
