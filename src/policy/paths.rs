@@ -38,6 +38,19 @@ pub(super) fn forget_real_paths() {
     REAL_MEMO.with(|memo| memo.borrow_mut().clear());
 }
 
+/// Tell [`real`] that nothing is at `p` (an `lstat` just said so), so that
+/// resolving it costs no second look.
+pub(super) fn note_missing(p: &Path) {
+    let plain = p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if plain {
+        REAL_MEMO.with(|memo| {
+            memo.borrow_mut().insert(p.as_os_str().to_owned(), None);
+        });
+    }
+}
+
 fn resolve_memo(memo: &mut RealMemo, p: &Path, depth: u32) -> Option<PathBuf> {
     let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
         return Some(p.to_path_buf()); // the root

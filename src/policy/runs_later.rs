@@ -54,7 +54,18 @@ impl RunsLater {
         // Only those inside a writable root count (home itself, or for
         // example a writable ~/.config).
         candidates.extend(HOME_PROTECTED.iter().map(|r| places.home.join(r)));
-        candidates.extend(python_user_sites(&places.home));
+        // Listing the Python versions costs a few directory reads: only
+        // when some writable root can hold a user site.
+        let site_roots = [places.home.join(".local/lib"), places.home.join("Library")];
+        let sites_writable = site_roots.iter().any(|d| {
+            let d = real(d).unwrap_or_else(|| d.clone());
+            writable
+                .iter()
+                .any(|w| d.starts_with(w) || w.starts_with(&d))
+        });
+        if sites_writable {
+            candidates.extend(python_user_sites(&places.home));
+        }
         candidates.extend(path_dirs_in_home(places));
         candidates.push(files.user_path.clone());
         candidates.extend(files.explicit_path.iter().cloned());
@@ -135,6 +146,14 @@ impl RunsLater {
         writable: &[PathBuf],
     ) -> Result<()> {
         let in_writable = |p: &Path| writable.iter().find(|w| p.starts_with(w)).cloned();
+        let meta = std::fs::symlink_metadata(c);
+        if meta
+            .as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            // Resolving it later costs no second look.
+            super::paths::note_missing(c);
+        }
         // A link on the way to a protected path (`lib/cfg -> cfgA` for
         // `lib/cfg/config`) could be pointed elsewhere for the next run:
         // each is watched like a protected link.
@@ -148,7 +167,7 @@ impl RunsLater {
         // command could replace the link whatever it points to: it is
         // watched by the identity of the link itself and moved aside
         // after the run if replaced.
-        if std::fs::symlink_metadata(c).is_ok_and(|m| m.file_type().is_symlink()) {
+        if meta.is_ok_and(|m| m.file_type().is_symlink()) {
             let Some(place) = link_place(c, places) else {
                 return Ok(());
             };
@@ -601,7 +620,7 @@ fn git_entry_candidates(git: &Path) -> Vec<PathBuf> {
 /// leaves the hooks directory unprotected as it was before.
 fn hooks_path(config: &Path, worktree: &Path, home: &Path) -> Option<PathBuf> {
     // Never waited on: a FIFO or a device there would hang every run.
-    let real = std::fs::canonicalize(config).ok()?;
+    let real = real(config)?;
     let bytes = crate::integrity::identity::read_regular_file(&real, 1 << 20).ok()??;
     let text = String::from_utf8_lossy(&bytes);
     let mut in_core = false;
