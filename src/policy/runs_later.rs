@@ -230,6 +230,12 @@ impl RunsLater {
 /// From the real paths already resolved: a path whose real path is not its
 /// real parent's plus its name is a link.
 fn links_on_the_way(c: &Path, places: &Places) -> Vec<PathBuf> {
+    // Most paths have no link on the way: their real path is themselves
+    // (or their parent's is, when they do not exist).
+    let is_real = |p: &Path| real(p).as_deref() == Some(p);
+    if is_real(c) || (real(c).is_none() && c.parent().is_some_and(is_real)) {
+        return Vec::new();
+    }
     let mut out = Vec::new();
     let mut todo = vec![c.to_path_buf()];
     let mut hops = 0;
