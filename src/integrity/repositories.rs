@@ -26,47 +26,62 @@ pub fn check_new_repositories(
         after = crate::envscan::walk(&before.scan_root, cache);
     }
     let mut clean = true;
-    for git in after
+    let new_entries = after
         .git_entries
         .iter()
-        .filter(|g| !before.git_entries.contains(g))
-    {
-        let is_dir = std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir());
-        let risky = if is_dir {
-            inspect_new_git(git, warn)
-        } else {
-            !made_by_git(git, &after.git_entries)
-        };
-        if risky && !sweep(git, None, warn) {
+        .filter(|g| !before.git_entries.contains(g));
+    // And repositories the walk skips (inside `node_modules`, `target`,
+    // ...) that an index the run changed names as gitlinks: the user's
+    // `git status` enters them all the same.
+    let gitlinked: Vec<PathBuf> = indexes_changed(before, &after.git_entries)
+        .iter()
+        .flat_map(|git| gitlinks(git))
+        .map(|linked| linked.join(".git"))
+        .filter(|g| !before.git_entries.contains(g) && !after.git_entries.contains(g))
+        .filter(|g| std::fs::symlink_metadata(g).is_ok())
+        .collect();
+    for git in new_entries.chain(&gitlinked) {
+        if !check_new_entry(git, &after.git_entries, warn) {
             clean = false;
         }
     }
-    // Repositories the walk skips (inside `node_modules`, `target`, ...)
-    // that an index the run changed names as gitlinks: the user's `git
-    // status` enters them all the same.
-    for git in indexes_changed(before, &after.git_entries) {
-        for linked in gitlinks(&git) {
-            let dot_git = linked.join(".git");
-            let known =
-                before.git_entries.contains(&dot_git) || after.git_entries.contains(&dot_git);
-            if known || std::fs::symlink_metadata(&dot_git).is_err() {
-                continue;
-            }
-            let is_dir = std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_dir());
-            let risky = if is_dir {
-                inspect_new_git(&dot_git, warn)
-            } else {
-                !made_by_git(&dot_git, &after.git_entries)
-            };
-            if risky && !sweep(&dot_git, None, warn) {
-                clean = false;
-            }
-        }
+    if !check_new_modules(before, &after.git_entries, warn) {
+        clean = false;
     }
-    // Submodule git directories the command added (`.git/modules/NAME`,
-    // which the walk does not enter): a `core.worktree` there points git at
-    // any directory when the user next initialises that submodule.
-    for module in crate::policy::module_dirs(&after.git_entries)
+    // A directory made unreadable during the run cannot be searched: a
+    // repository could sit in it, reachable by a path git knows (a gitlink).
+    for dir in after
+        .unreadable
+        .iter()
+        .filter(|d| !before.unreadable.contains(d))
+    {
+        warn(&format!(
+            "{} cannot be searched for git repositories (the command made it unreadable): review it, and its repositories, before using git there",
+            dir.display()
+        ));
+        clean = false;
+    }
+    clean
+}
+
+/// One new `.git` entry: a directory is moved aside when risky, a file or
+/// link unless git itself wrote it. False when it could not be moved away.
+fn check_new_entry(git: &Path, gits: &[PathBuf], warn: &dyn Fn(&str)) -> bool {
+    let is_dir = std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir());
+    let risky = if is_dir {
+        inspect_new_git(git, warn)
+    } else {
+        !made_by_git(git, gits)
+    };
+    !risky || sweep(git, None, warn)
+}
+
+/// Submodule git directories the command added (`.git/modules/NAME`, which
+/// the walk does not enter): a `core.worktree` there points git at any
+/// directory when the user next checks that submodule out.
+fn check_new_modules(before: &Repositories, gits: &[PathBuf], warn: &dyn Fn(&str)) -> bool {
+    let mut clean = true;
+    for module in crate::policy::module_dirs(gits)
         .iter()
         .filter(|m| !before.modules.contains(m))
     {
@@ -82,19 +97,6 @@ pub fn check_new_repositories(
         if risky && !sweep(module, None, warn) {
             clean = false;
         }
-    }
-    // A directory made unreadable during the run cannot be searched: a
-    // repository could sit in it, reachable by a path git knows (a gitlink).
-    for dir in after
-        .unreadable
-        .iter()
-        .filter(|d| !before.unreadable.contains(d))
-    {
-        warn(&format!(
-            "{} cannot be searched for git repositories (the command made it unreadable): review it, and its repositories, before using git there",
-            dir.display()
-        ));
-        clean = false;
     }
     clean
 }

@@ -47,6 +47,7 @@ pub use lists::{
     AGENT_TOKENS, CREDENTIALS, CREDENTIALS_MACOS, CREDENTIAL_VAR_NAMES, CREDENTIAL_VAR_PARTS,
     CREDENTIAL_VAR_SUFFIXES, HOME_PROTECTED, PROJECT_PROTECTED,
 };
+#[cfg(target_os = "linux")]
 pub(crate) use runs_later::module_dirs;
 pub use writable::TOOL_CACHE_OWNER;
 

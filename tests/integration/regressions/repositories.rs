@@ -11,6 +11,15 @@ fn git_marker(world: &World) -> PathBuf {
     world.home.join("PWNED-GIT")
 }
 
+/// A fresh world whose project is a repository, and `sbx run -- sh -c
+/// SCRIPT sh ARGS...` run in it.
+fn in_a_repository(script: &str, args: &[&str]) -> (World, Output) {
+    let world = World::new();
+    world.git_repo();
+    let out = sbx_sh(&world, &world.project, &[], script, args);
+    (world, out)
+}
+
 /// `core.fsmonitor` / hook text that writes the marker.
 fn planted(world: &World) -> String {
     format!("touch {}", shq_path(&git_marker(world)))
@@ -398,12 +407,7 @@ git remote add origin https://example.invalid/r.git && git config branch.main.re
 #[test]
 fn a_fifo_in_a_new_repository_does_not_hang_sbx() {
     require_sandbox!();
-    let world = World::new();
-    world.git_repo();
-    let out = sbx_sh(
-        &world,
-        &world.project,
-        &[],
+    let (world, out) = in_a_repository(
         "git init -q a && rm a/.git/config && mkfifo a/.git/config && echo DONE",
         &[],
     );
@@ -540,12 +544,7 @@ printf '#!/bin/sh\n%s\n' "$1" > $m/hooks/post-checkout; chmod +x $m/hooks/post-c
 #[test]
 fn a_worktree_the_command_adds_inside_the_project_stays() {
     require_sandbox!();
-    let world = World::new();
-    world.git_repo();
-    let out = sbx_sh(
-        &world,
-        &world.project,
-        &[],
+    let (world, out) = in_a_repository(
         "git worktree add -q -b task .worktrees/task && cd .worktrees/task && echo x > x && git add x && git commit -q -m x && echo WT-OK",
         &[],
     );
