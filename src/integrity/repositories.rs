@@ -26,23 +26,39 @@ pub fn check_new_repositories(
         after = crate::envscan::walk(&before.scan_root, cache);
     }
     let mut clean = true;
-    let new_entries = after
+    for git in after
         .git_entries
         .iter()
-        .filter(|g| !before.git_entries.contains(g));
-    // And repositories the walk skips (inside `node_modules`, `target`,
-    // ...) that an index the run changed names as gitlinks: the user's
-    // `git status` enters them all the same.
-    let gitlinked: Vec<PathBuf> = indexes_changed(before, &after.git_entries)
-        .iter()
-        .flat_map(|git| gitlinks(git))
-        .map(|linked| linked.join(".git"))
-        .filter(|g| !before.git_entries.contains(g) && !after.git_entries.contains(g))
-        .filter(|g| std::fs::symlink_metadata(g).is_ok())
-        .collect();
-    for git in new_entries.chain(&gitlinked) {
+        .filter(|g| !before.git_entries.contains(g))
+    {
         if !check_new_entry(git, &after.git_entries, warn) {
             clean = false;
+        }
+    }
+    // Then repositories the walk skips (inside `node_modules`, `target`,
+    // ...) that an index the run changed names as gitlinks: the user's
+    // `git status` enters them all the same. (After the new repositories
+    // that had to go are gone: git is not run in those.)
+    for index_of in indexes_changed(before, &after.git_entries) {
+        let linked = match gitlinks(&index_of) {
+            Ok(linked) => linked,
+            Err(why) => {
+                warn(&format!(
+                    "the repositories the index of {} names cannot be checked ({why}): review them before using git there",
+                    index_of.display()
+                ));
+                clean = false;
+                continue;
+            }
+        };
+        for git in linked.iter().map(|l| l.join(".git")) {
+            let known = before.git_entries.contains(&git) || after.git_entries.contains(&git);
+            if !known
+                && std::fs::symlink_metadata(&git).is_ok()
+                && !check_new_entry(&git, &after.git_entries, warn)
+            {
+                clean = false;
+            }
         }
     }
     if !check_new_modules(before, &after.git_entries, warn) {
@@ -116,11 +132,24 @@ fn indexes_changed(before: &Repositories, now: &[PathBuf]) -> Vec<PathBuf> {
 /// added with `git add`) that the index of the repository `git` names, read
 /// by the trusted git with no configuration but the repository's own
 /// (`ls-files` runs no hook and no fsmonitor).
-fn gitlinks(git: &Path) -> Vec<PathBuf> {
+fn gitlinks(git: &Path) -> Result<Vec<PathBuf>, &'static str> {
     let Some(tree) = git.parent() else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    let out = std::process::Command::new(super::gitconfig::TRUSTED_GIT)
+    if !std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir()) {
+        return Ok(Vec::new());
+    }
+    // git reads the config and the index: only regular files (a FIFO would
+    // hold git, and sbx, for good); and it gets a few seconds at most.
+    for name in ["config", "index"] {
+        match std::fs::symlink_metadata(git.join(name)) {
+            Ok(m) if !m.is_file() => return Err("its config or index is not a regular file"),
+            // No index, no gitlinks (and maybe not a repository at all).
+            Err(_) if name == "index" => return Ok(Vec::new()),
+            _ => {}
+        }
+    }
+    let mut child = std::process::Command::new(super::gitconfig::TRUSTED_GIT)
         .arg("--git-dir")
         .arg(git)
         .arg("--work-tree")
@@ -131,12 +160,31 @@ fn gitlinks(git: &Path) -> Vec<PathBuf> {
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("HOME", "/nonexistent")
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
-        .output();
-    let Ok(out) = out else {
-        return Vec::new();
-    };
-    out.stdout
+        .spawn()
+        .map_err(|_| "git cannot be run")?;
+    let stdout = child.stdout.take().ok_or("git cannot be run")?;
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut { stdout }, &mut bytes);
+        bytes
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) | Err(_) => return Err("git cannot read the index"),
+            Ok(None) if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("git did not finish reading the index");
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    }
+    let out = reader.join().map_err(|_| "git's output cannot be read")?;
+    Ok(out
         .split(|&b| b == 0)
         .filter_map(|item| {
             let (meta, path) = item.split_at(item.iter().position(|&b| b == b'\t')?);
@@ -145,7 +193,7 @@ fn gitlinks(git: &Path) -> Vec<PathBuf> {
                 tree.join(std::ffi::OsStr::from_bytes(&path[1..]))
             })
         })
-        .collect()
+        .collect())
 }
 
 /// Give the user back read and search permission on the directories of

@@ -416,6 +416,15 @@ fn a_fifo_in_a_new_repository_does_not_hang_sbx() {
     // And the next run is not held either.
     let next = Sbx.run_sh(&world, "echo NEXT");
     assert!(stdout(&next).contains("NEXT"), "{}", both(&next));
+    // Nor by the project's own index made a FIFO (read for gitlinks).
+    let out = Sbx.run_sh(&world, "rm .git/index && mkfifo .git/index && echo DONE");
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        both(&out)
+    );
 }
 
 /// A linked worktree's submodules keep their git directories under
