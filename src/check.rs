@@ -87,7 +87,15 @@ impl Report<'_> {
     /// The resource limits, each enforced or not on this host.
     fn limits(&self) -> Vec<crate::limits::Status> {
         let linux = self.policy.platform == Platform::Linux;
-        self.policy.limits.status_here(linux)
+        let mut limits = self.policy.limits.status_here(linux);
+        // Without a sandbox nothing sets them.
+        let running = self.policy.enabled && self.backend.is_ok() && self.started.is_ok();
+        if !running {
+            for l in &mut limits {
+                l.how = Err("no sandbox starts, so nothing sets it");
+            }
+        }
+        limits
     }
 
     fn print_json(&self) {

@@ -22,9 +22,23 @@ pub fn check_new_repositories(
     warn: &dyn Fn(&str),
 ) -> bool {
     let mut after = crate::envscan::walk(&before.scan_root, cache);
-    if reopen(&after.unreadable, &before.unreadable, warn) {
+    let reopened = reopen(&after.unreadable, &before.unreadable);
+    if !reopened.is_empty() {
         after = crate::envscan::walk(&before.scan_root, cache);
     }
+    let clean = check_after_walk(before, &after, warn);
+    // The modes go back as the command left them: what it hid stays hidden
+    // from the next walk, which masks such a directory whole.
+    restore(&reopened);
+    clean
+}
+
+/// The checks once the project has been walked again.
+fn check_after_walk(
+    before: &Repositories,
+    after: &crate::envscan::Found,
+    warn: &dyn Fn(&str),
+) -> bool {
     let mut clean = true;
     for git in after
         .git_entries
@@ -196,13 +210,14 @@ fn gitlinks(git: &Path) -> Result<Vec<PathBuf>, &'static str> {
         .collect())
 }
 
-/// Give the user back read and search permission on the directories of
-/// theirs the command made unreadable during the run (`chmod 111`), which
-/// the walk could not search for repositories; true when it did any.
-fn reopen(unreadable: &[PathBuf], before: &[PathBuf], warn: &dyn Fn(&str)) -> bool {
+/// Give read and search permission back, for the time of the check, on the
+/// user's directories the command made unreadable during the run (`chmod
+/// 111`), which the walk could not search for repositories. Their modes as
+/// they were, to be restored.
+fn reopen(unreadable: &[PathBuf], before: &[PathBuf]) -> Vec<(PathBuf, u32)> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let me = nix::unistd::geteuid().as_raw();
-    let mut any = false;
+    let mut reopened = Vec::new();
     for dir in unreadable.iter().filter(|d| !before.contains(d)) {
         let Ok(meta) = std::fs::symlink_metadata(dir) else {
             continue;
@@ -210,17 +225,20 @@ fn reopen(unreadable: &[PathBuf], before: &[PathBuf], warn: &dyn Fn(&str)) -> bo
         if !meta.is_dir() || meta.uid() != me {
             continue;
         }
-        let mode = meta.permissions().mode() | 0o500;
-        if std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).is_ok() {
-            warn(&format!(
-                "the command made {} unreadable; sbx made it readable again (mode {:o}) to look for repositories in it",
-                dir.display(),
-                mode & 0o7777
-            ));
-            any = true;
+        let mode = meta.permissions().mode();
+        if std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o500)).is_ok() {
+            reopened.push((dir.clone(), mode));
         }
     }
-    any
+    reopened
+}
+
+/// Put back the modes [`reopen`] changed.
+fn restore(reopened: &[(PathBuf, u32)]) {
+    use std::os::unix::fs::PermissionsExt;
+    for (dir, mode) in reopened.iter().rev() {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(*mode));
+    }
 }
 
 /// Whether a new `.git` file is one git itself writes for a linked worktree
