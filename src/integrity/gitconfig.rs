@@ -359,6 +359,15 @@ fn inspect_git_dir(git: &Path, tree: Option<&Path>, warn: &dyn Fn(&str)) -> bool
     if std::fs::symlink_metadata(git.join("commondir")).is_ok() {
         risky.push("commondir".into());
     }
+    // git's older remote files (`git init` makes an empty `branches`).
+    for name in ["remotes", "branches"] {
+        let dir = git.join(name);
+        let empty_dir = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir())
+            && std::fs::read_dir(&dir).is_ok_and(|mut e| e.next().is_none());
+        if std::fs::symlink_metadata(&dir).is_ok() && !empty_dir {
+            risky.push(name.into());
+        }
+    }
     if hooks.is_empty() && risky.is_empty() {
         return false;
     }

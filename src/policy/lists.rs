@@ -62,6 +62,10 @@ pub const CREDENTIALS_MACOS: &[&str] = &["Library/Keychains"];
 pub const PROJECT_PROTECTED: &[&str] = &[
     ".git/hooks",
     ".git/config",
+    // git's older remote files: `git push NAME` takes a URL from them (a
+    // local repository's hooks run on push) when the config has none.
+    ".git/remotes",
+    ".git/branches",
     ".sbx.toml",
     ".envrc",
     ".vscode",

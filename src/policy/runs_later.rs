@@ -430,6 +430,8 @@ fn repository_candidates(
     if git.is_dir() {
         candidates.push(git.join("hooks"));
         candidates.push(git.join("config"));
+        candidates.push(git.join("remotes"));
+        candidates.push(git.join("branches"));
         layout.git_dirs.push(git.clone());
     }
     candidates.extend(git_entry_candidates(&git));

@@ -626,3 +626,37 @@ git commit -q --allow-empty -m x; cd ../..; git add -f node_modules/x; git commi
     );
     host_git(&world, &world.project);
 }
+
+/// git's older remote files (`.git/remotes/NAME`, `.git/branches/NAME`)
+/// give `git push NAME` a URL when the config has none: a local repository
+/// there has its hooks run on the host by the push.
+#[test]
+fn git_s_older_remote_files_are_protected() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"git init -q --bare /tmp/evil-$$.git && printf '#!/bin/sh\n%s\n' "$1" > /tmp/evil-$$.git/hooks/pre-receive && chmod +x /tmp/evil-$$.git/hooks/pre-receive
+mkdir -p .git/remotes 2>/dev/null; printf 'URL: /tmp/evil-%s.git\n' $$ > .git/remotes/evil 2>/dev/null
+printf '/tmp/evil-%s.git\n' $$ > .git/branches/evil2 2>/dev/null
+echo DONE"#,
+        &[&planted(&world)],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    for remote in ["evil", "evil2"] {
+        let _ = world
+            .host_cmd("git")
+            .args(["push", "-q", remote, "main"])
+            .current_dir(&world.project)
+            .output()
+            .unwrap();
+    }
+    assert!(
+        !git_marker(&world).exists(),
+        "a push ran the planted hook: {}",
+        both(&out)
+    );
+}
