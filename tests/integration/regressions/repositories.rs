@@ -12,11 +12,12 @@ fn git_marker(world: &World) -> PathBuf {
 }
 
 /// A fresh world whose project is a repository, and `sbx run -- sh -c
-/// SCRIPT sh ARGS...` run in it.
-fn in_a_repository(script: &str, args: &[&str]) -> (World, Output) {
+/// SCRIPT sh PLANTED` run in it (`$1`: the command that writes the marker).
+fn in_a_repository(script: &str) -> (World, Output) {
     let world = World::new();
     world.git_repo();
-    let out = sbx_sh(&world, &world.project, &[], script, args);
+    let planted = planted(&world);
+    let out = sbx_sh(&world, &world.project, &[], script, &[&planted]);
     (world, out)
 }
 
@@ -51,12 +52,7 @@ fn host_git(world: &World, dir: &Path) {
 #[test]
 fn a_nested_repository_the_command_creates_is_moved_aside() {
     require_sandbox!();
-    let world = World::new();
-    world.git_repo();
-    let out = sbx_sh(
-        &world,
-        &world.project,
-        &[],
+    let (world, out) = in_a_repository(
         r#"set -e
 git init -q -b main sub
 git -C sub config core.fsmonitor "$1"
@@ -64,7 +60,6 @@ echo x > sub/f && git -C sub add f && git -C sub commit -q -m x
 git add sub
 git init -q plain && git -C plain remote add origin https://example.invalid/r.git
 echo DONE"#,
-        &[&planted(&world)],
     );
     assert!(stdout(&out).contains("DONE"), "{}", both(&out));
     assert!(!present(&world.project.join("sub/.git")), "{}", both(&out));
@@ -407,10 +402,8 @@ git remote add origin https://example.invalid/r.git && git config branch.main.re
 #[test]
 fn a_fifo_in_a_new_repository_does_not_hang_sbx() {
     require_sandbox!();
-    let (world, out) = in_a_repository(
-        "git init -q a && rm a/.git/config && mkfifo a/.git/config && echo DONE",
-        &[],
-    );
+    let (world, out) =
+        in_a_repository("git init -q a && rm a/.git/config && mkfifo a/.git/config && echo DONE");
     assert!(stdout(&out).contains("DONE"), "{}", both(&out));
     assert!(!present(&world.project.join("a/.git")), "{}", both(&out));
     // And the next run is not held either.
@@ -477,15 +470,9 @@ true"#,
 #[test]
 fn a_repository_in_a_directory_made_unreadable_is_not_missed() {
     require_sandbox!();
-    let world = World::new();
-    world.git_repo();
-    let out = sbx_sh(
-        &world,
-        &world.project,
-        &[],
+    let (world, out) = in_a_repository(
         r#"set -e; mkdir -p d/sub; cd d/sub; git init -q -b main .; git config core.fsmonitor "$1"
 git commit -q --allow-empty -m x; cd ../..; git add d/sub; git commit -q -m a; chmod 111 d; echo DONE"#,
-        &[&planted(&world)],
     );
     assert!(stdout(&out).contains("DONE"), "{}", both(&out));
     // sbx makes the directory readable again (as root it always was), finds
@@ -555,7 +542,6 @@ fn a_worktree_the_command_adds_inside_the_project_stays() {
     require_sandbox!();
     let (world, out) = in_a_repository(
         "git worktree add -q -b task .worktrees/task && cd .worktrees/task && echo x > x && git add x && git commit -q -m x && echo WT-OK",
-        &[],
     );
     assert!(stdout(&out).contains("WT-OK"), "{}", both(&out));
     let wt = world.project.join(".worktrees/task");
@@ -608,15 +594,9 @@ fn a_link_on_the_way_to_a_protected_config_is_watched() {
 #[test]
 fn a_gitlinked_repository_in_a_skipped_directory_is_checked() {
     require_sandbox!();
-    let world = World::new();
-    world.git_repo();
-    let out = sbx_sh(
-        &world,
-        &world.project,
-        &[],
+    let (world, out) = in_a_repository(
         r#"set -e; mkdir -p node_modules/x; cd node_modules/x; git init -q -b main .; git config core.fsmonitor "$1"
 git commit -q --allow-empty -m x; cd ../..; git add -f node_modules/x; git commit -q -m add; echo DONE"#,
-        &[&planted(&world)],
     );
     assert!(stdout(&out).contains("DONE"), "{}", both(&out));
     assert!(
@@ -633,17 +613,11 @@ git commit -q --allow-empty -m x; cd ../..; git add -f node_modules/x; git commi
 #[test]
 fn git_s_older_remote_files_are_protected() {
     require_sandbox!();
-    let world = World::new();
-    world.git_repo();
-    let out = sbx_sh(
-        &world,
-        &world.project,
-        &[],
+    let (world, out) = in_a_repository(
         r#"git init -q --bare /tmp/evil-$$.git && printf '#!/bin/sh\n%s\n' "$1" > /tmp/evil-$$.git/hooks/pre-receive && chmod +x /tmp/evil-$$.git/hooks/pre-receive
 mkdir -p .git/remotes 2>/dev/null; printf 'URL: /tmp/evil-%s.git\n' $$ > .git/remotes/evil 2>/dev/null
 printf '/tmp/evil-%s.git\n' $$ > .git/branches/evil2 2>/dev/null
 echo DONE"#,
-        &[&planted(&world)],
     );
     assert!(stdout(&out).contains("DONE"), "{}", both(&out));
     for remote in ["evil", "evil2"] {
