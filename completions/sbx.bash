@@ -92,7 +92,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____inner)
-            opts="-h --allow-unix-sockets --ready-fd --proxy-socket --limit --help"
+            opts="-h --allow-unix-sockets --ready-fd --proxy-socket --limit --config-copies --private-config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -107,6 +107,14 @@ _sbx() {
                     return 0
                     ;;
                 --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config-copies)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --private-config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

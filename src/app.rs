@@ -328,7 +328,19 @@ fn render(
                     no.text
                 ),
             };
-            Ok(Ok(backend::bwrap::render(policy, &bwrap, &sbx, proxy)))
+            // A dry run shows where a run's private git config copies go.
+            let copies = match &host.cache_dir {
+                Some(cache) if dry_run => Some(cache.join("pending/copies-PER-RUN")),
+                Some(cache) => run::config_copies(cache),
+                None => None,
+            };
+            Ok(Ok(backend::bwrap::render(
+                policy,
+                &bwrap,
+                &sbx,
+                proxy,
+                copies.as_deref(),
+            )))
         }
         Platform::Macos => {
             let plan = backend::seatbelt::render(policy, &sbx, proxy)?;

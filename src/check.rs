@@ -346,7 +346,9 @@ fn probe_plan(probe: &Policy, host: &Host, sbx: &Path) -> Result<crate::backend:
         Platform::Linux => {
             let path = host.var("PATH").map(|p| p.as_os_str());
             let bwrap = crate::exec::find_bwrap(probe, path).map_err(|no| no.text)?;
-            Ok(crate::backend::bwrap::render(probe, &bwrap, sbx, None))
+            Ok(crate::backend::bwrap::render(
+                probe, &bwrap, sbx, None, None,
+            ))
         }
         Platform::Macos => {
             crate::backend::seatbelt::render(probe, sbx, None).map_err(|e| format!("{e:#}"))

@@ -185,6 +185,17 @@ pub struct InnerArgs {
     /// A resource limit for the command (repeatable).
     #[arg(long = "limit", value_name = "NAME=VALUE")]
     pub limits: Vec<String>,
+    /// The run's directory of private git config copies (`N`, `N.link`).
+    #[arg(long, value_name = "DIR")]
+    pub config_copies: Option<PathBuf>,
+    /// A git config to mount the link `N.link` over, N counting from 0 in
+    /// the order given (repeatable).
+    #[arg(
+        long = "private-config",
+        value_name = "PATH",
+        requires = "config_copies"
+    )]
+    pub private_configs: Vec<PathBuf>,
     /// The command and its arguments.
     #[arg(required = true, allow_hyphen_values = true, last = true)]
     pub command: Vec<OsString>,

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Plan, Proxy};
 use crate::config::FsSetting;
-use crate::policy::{Kind, Network, Policy, SystemPath};
+use crate::policy::{GitConfigWatch, Kind, Network, Policy, SystemPath};
 
 /// The descriptor on which the inner stage reports that the sandbox is up:
 /// high, so that a descriptor the caller passes down is unlikely to be there.
@@ -60,19 +60,26 @@ pub const NAMESPACE_FLAGS: &[&str] = &[
 /// Render the bubblewrap plan. `bwrap` is the bubblewrap to run, `sbx` the
 /// executable of the inner stage, `proxy` the allowlist proxy of this run
 /// (in allowlist mode; without one, allowlist mode has no network at all).
-pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) -> Plan {
+pub fn render(
+    policy: &Policy,
+    bwrap: &Path,
+    sbx: &Path,
+    proxy: Option<&Proxy>,
+    copies: Option<&Path>,
+) -> Plan {
     let proxy = match policy.network {
         Network::Allowlist(_) => proxy,
         _ => None,
     };
+    let copies = copies.filter(|_| !private_configs(policy).is_empty());
     let mut a = Args::default();
-    namespaces(&mut a, policy);
+    namespaces(&mut a, policy, copies.is_some());
     let visible = root(&mut a, policy, sbx);
     writable_binds(&mut a, policy);
-    pins_and_protected(&mut a, policy, proxy);
+    pins_and_protected(&mut a, policy, proxy, copies);
     credential_masks(&mut a, policy, &visible);
-    environment(&mut a, policy, sbx, proxy);
-    inner_stage(&mut a, policy, sbx, proxy);
+    environment(&mut a, policy, sbx, proxy, copies.is_some());
+    inner_stage(&mut a, policy, sbx, proxy, copies);
     Plan {
         program: bwrap.to_path_buf(),
         args: a.args,
@@ -81,16 +88,36 @@ pub fn render(policy: &Policy, bwrap: &Path, sbx: &Path, proxy: Option<&Proxy>) 
         create: to_create(policy),
         profile: None,
         ready_fd: Some(READY_FD),
+        copies: copies.map(Path::to_path_buf),
+        without_copies: copies.map(|_| Box::new(render(policy, bwrap, sbx, proxy, None))),
     }
 }
 
 /// Group 1: process and namespace flags, and a new network namespace unless the
-/// network is allowed.
-fn namespaces(a: &mut Args, policy: &Policy) {
+/// network is allowed. With private config copies the inner stage starts as
+/// uid 0 of the namespace, to mount them, and becomes the user again itself.
+fn namespaces(a: &mut Args, policy: &Policy, copies: bool) {
     a.flags(NAMESPACE_FLAGS);
     if policy.network != Network::Allow {
         a.flags(&["--unshare-net"]);
     }
+    if copies {
+        a.flags(&["--uid", "0", "--gid", "0"]);
+    }
+}
+
+/// The git configs that get a private copy: the protected ones whose
+/// content was read (an empty or unreadable one stays read-only) and that
+/// no credential mask hides. The inner stage mounts them in this order,
+/// and the checks after the run read the copies in it.
+pub fn private_configs(policy: &Policy) -> Vec<&GitConfigWatch> {
+    let masks = masks(policy);
+    policy
+        .git_configs
+        .iter()
+        .filter(|c| c.gets_a_copy())
+        .filter(|c| !masks.iter().any(|(m, _)| c.path.starts_with(m)))
+        .collect()
 }
 
 /// Group 2: the base, then `/dev` and `/proc` (and in read-only mode `/tmp`, the
@@ -141,8 +168,9 @@ fn writable_binds(a: &mut Args, policy: &Policy) {
 }
 
 /// Groups 4 and 5: pins, then "runs later" paths read-only, then the directory of
-/// the proxy's socket read-only.
-fn pins_and_protected(a: &mut Args, policy: &Policy, proxy: Option<&Proxy>) {
+/// the proxy's socket read-only and the run's private config copies
+/// writable.
+fn pins_and_protected(a: &mut Args, policy: &Policy, proxy: Option<&Proxy>, copies: Option<&Path>) {
     for pin in &policy.pins {
         a.path2("--bind", pin, pin);
     }
@@ -153,6 +181,9 @@ fn pins_and_protected(a: &mut Args, policy: &Policy, proxy: Option<&Proxy>) {
     }
     if let Some(dir) = proxy.and_then(Proxy::socket).and_then(Path::parent) {
         a.path2("--ro-bind", dir, dir);
+    }
+    if let Some(dir) = copies {
+        a.path2("--bind", dir, dir);
     }
 }
 
@@ -199,8 +230,15 @@ fn credential_masks(a: &mut Args, policy: &Policy, visible: &[PathBuf]) {
 
 /// Group 7: no capabilities, the working directory, and the environment changes
 /// (the proxy's variables last).
-fn environment(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) {
+fn environment(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>, copies: bool) {
     a.flags(&["--cap-drop", "ALL"]);
+    if copies {
+        // For the inner stage alone: CAP_SYS_ADMIN to mount the copies,
+        // CAP_SETFCAP to map this namespace's uid 0 in the user namespace it
+        // then moves to (the kernel asks for it). It drops both, and every
+        // other capability, before the command exists.
+        a.flags(&["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETFCAP"]);
+    }
     a.path("--chdir", &policy.cwd);
     if policy.env.clear {
         a.flags(&["--clearenv"]);
@@ -217,7 +255,13 @@ fn environment(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>)
 }
 
 /// Group 7: the inner stage with its options, then the command after `--`.
-fn inner_stage(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) {
+fn inner_stage(
+    a: &mut Args,
+    policy: &Policy,
+    sbx: &Path,
+    proxy: Option<&Proxy>,
+    copies: Option<&Path>,
+) {
     a.flags(&["--"]);
     a.args.push(sbx.as_os_str().to_owned());
     a.flags(&["__inner"]);
@@ -230,6 +274,12 @@ fn inner_stage(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>)
     }
     for arg in policy.limits.inner_args() {
         a.flags(&[&arg]);
+    }
+    if let Some(dir) = copies {
+        a.path("--config-copies", dir);
+        for config in private_configs(policy) {
+            a.path("--private-config", &config.path);
+        }
     }
     a.flags(&["--"]);
     a.args.extend(policy.command.iter().cloned());
@@ -274,7 +324,7 @@ mod tests {
     const SBX: &str = "/usr/local/bin/sbx";
 
     fn plan(policy: &Policy) -> Plan {
-        render(policy, Path::new(BWRAP), Path::new(SBX), None)
+        render(policy, Path::new(BWRAP), Path::new(SBX), None, None)
     }
 
     fn golden(name: &str, actual: &str) {

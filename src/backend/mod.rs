@@ -34,6 +34,12 @@ pub struct Plan {
     /// The descriptor on which the inner stage reports that the sandbox is
     /// up (Linux), so a failure to start is told apart from the command's.
     pub ready_fd: Option<i32>,
+    /// The run's directory of private git config copies, made before the
+    /// run (Linux; see `integrity::copies`).
+    pub copies: Option<PathBuf>,
+    /// The same plan without the copies, for when the inner stage cannot
+    /// set them up here (Linux).
+    pub without_copies: Option<Box<Plan>>,
 }
 
 /// Where the allowlist proxy of one run listens.

@@ -94,6 +94,8 @@ pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Result<Plan
         placeholder: None,
         create: Vec::new(),
         ready_fd: None,
+        copies: None,
+        without_copies: None,
         profile: Some(profile),
     })
 }

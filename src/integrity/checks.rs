@@ -19,6 +19,9 @@ pub struct Checks<'a> {
     repositories: Option<&'a Repositories>,
     /// sbx's cache directory (the walk's cache).
     cache: Option<PathBuf>,
+    /// The run's private git config copies, applied after it, and the
+    /// configs they are copies of (in the order of the plan).
+    copies: Option<(PathBuf, Vec<&'a GitConfigWatch>)>,
     /// This run's note, removed when the checks are done (dropped).
     _note: Option<journal::Pending>,
 }
@@ -26,8 +29,14 @@ pub struct Checks<'a> {
 impl<'a> Checks<'a> {
     /// Take what the checks after the run compare against, and write it
     /// down in `cache` before the command starts, for the next run to check
-    /// if this sbx dies before it can.
-    pub fn record(policy: &'a Policy, cache: Option<&Path>) -> Result<Checks<'a>> {
+    /// if this sbx dies before it can. With `copies`, the private git config
+    /// copies are made there (after the note, so that a killed run's copies
+    /// are always found and removed).
+    pub fn record(
+        policy: &'a Policy,
+        cache: Option<&Path>,
+        copies: Option<&Path>,
+    ) -> Result<Checks<'a>> {
         let watch = watch_list(policy);
         let repositories = policy.repositories.as_ref().filter(|r| {
             policy
@@ -42,11 +51,23 @@ impl<'a> Checks<'a> {
             ),
             None => None,
         };
+        let copies = copies.map(|dir| {
+            (
+                dir.to_path_buf(),
+                crate::backend::bwrap::private_configs(policy),
+            )
+        });
+        if let Some((dir, configs)) = &copies {
+            super::copies::prepare(dir, configs).context(
+                "the private git config copies cannot be made, so the command was not run",
+            )?;
+        }
         Ok(Checks {
             watch,
             git_configs: &policy.git_configs,
             repositories,
             cache: cache.map(Path::to_path_buf),
+            copies,
             _note: note,
         })
     }
@@ -68,6 +89,11 @@ impl<'a> Checks<'a> {
         }
         if !gitconfig::check_git_configs(self.git_configs, warn) {
             clean = false;
+        }
+        if let Some((dir, configs)) = &self.copies {
+            if !super::copies::apply(dir, configs, warn) {
+                clean = false;
+            }
         }
         if let Some(repositories) = self.repositories {
             if !check_new_repositories(repositories, self.cache.as_deref(), warn) {

@@ -112,7 +112,7 @@ pub const INIT_KEYS: &[&str] = &[
 /// install`), none of which makes git run a command (for the ones that say
 /// where git pushes, see [`URL_KEYS`]). Any other new key is reported: a
 /// list of the dangerous ones would always miss one.
-const EVERYDAY_KEYS: &[&str] = &[
+pub(super) const EVERYDAY_KEYS: &[&str] = &[
     "remote.url",
     "remote.pushurl",
     "remote.fetch",

@@ -130,6 +130,15 @@ pub struct GitConfigWatch {
     pub before: Vec<u8>,
 }
 
+impl GitConfigWatch {
+    /// Whether the command gets a private copy of it (see
+    /// `integrity::copies`): when its content could be read. An empty one
+    /// stays read-only.
+    pub fn gets_a_copy(&self) -> bool {
+        !self.before.is_empty()
+    }
+}
+
 /// Bytes written as hex (a config file need not be UTF-8).
 mod hex_bytes {
     use serde::{Deserialize, Deserializer, Serializer};

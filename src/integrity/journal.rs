@@ -49,7 +49,7 @@ impl Drop for Pending {
     }
 }
 
-fn dir(cache: &Path) -> PathBuf {
+pub(super) fn dir(cache: &Path) -> PathBuf {
     cache.join("pending")
 }
 
@@ -60,7 +60,7 @@ fn dir(cache: &Path) -> PathBuf {
 /// `X` on its way out): a killed sbx whose parent does not wait for it
 /// (container init processes, `Popen.kill()` without `wait()`) keeps its
 /// `/proc` entry, and it is not doing its checks either.
-fn process_key(pid: u32) -> Option<String> {
+pub(super) fn process_key(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, after) = stat.rsplit_once(')')?;
     let mut fields = after.split_whitespace();
@@ -153,6 +153,14 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
         if let Some(key) = name.strip_prefix("partial-") {
             if key != mine && !alive(key) {
                 let _ = std::fs::remove_file(entry.path());
+            }
+            continue;
+        }
+        // A killed run's private git config copies: never applied (see
+        // `copies`), only removed.
+        if let Some(key) = name.strip_prefix("copies-") {
+            if key != mine && !alive(key) {
+                let _ = std::fs::remove_dir_all(entry.path());
             }
             continue;
         }

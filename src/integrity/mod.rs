@@ -70,6 +70,8 @@ pub mod identity;
 #[cfg(target_os = "linux")]
 mod checks;
 #[cfg(target_os = "linux")]
+pub mod copies;
+#[cfg(target_os = "linux")]
 pub mod gitconfig;
 #[cfg(target_os = "linux")]
 pub mod journal;

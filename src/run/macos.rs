@@ -97,6 +97,12 @@ pub fn recover_killed_runs(_cache: &Path, _style: Style) -> Result<()> {
     Ok(())
 }
 
+/// No private git config copies on macOS yet: git configs stay read-only
+/// there.
+pub fn config_copies(_cache: &Path) -> Option<std::path::PathBuf> {
+    None
+}
+
 /// The environment as the policy sees it: with the per-user temporary
 /// directory as `$TMPDIR` when it is missing.
 pub fn host_env(env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {

@@ -11,6 +11,7 @@
 //!   inside the sandbox (Linux only);
 //! - [`already_sandboxed`]: whether sbx already runs inside its own sandbox;
 //! - [`recover_killed_runs`]: the checks a killed earlier run left undone;
+//! - [`config_copies`]: where a run's private git config copies go;
 //! - [`host_env`]: the environment as the policy sees it;
 //! - [`probe_not_started`]: why the sandbox of `sbx check` did not start.
 //!
@@ -47,7 +48,8 @@ use crate::banner::{self, Style};
 use crate::policy::Policy;
 
 pub use platform::{
-    already_sandboxed, filter, host_env, inner, probe_not_started, recover_killed_runs, run_plan,
+    already_sandboxed, config_copies, filter, host_env, inner, probe_not_started,
+    recover_killed_runs, run_plan,
 };
 
 /// The sandbox cannot be enforced here: refuse with `require`, else run the

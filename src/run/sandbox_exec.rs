@@ -207,6 +207,8 @@ mod tests {
             create: Vec::new(),
             profile: None,
             ready_fd: None,
+            copies: None,
+            without_copies: None,
         }
     }
 

@@ -23,6 +23,9 @@ pub enum Outcome {
     Exited(u8),
     /// The sandbox never came up; nothing ran. Why, from diagnostic runs.
     NotStarted(NotStarted),
+    /// The inner stage could not set up the private git config copies
+    /// (why, in its words); nothing ran. The plan without them may start.
+    NoCopies(String),
 }
 
 /// Run the plan as a child of sbx and wait for it, forwarding signals.
@@ -50,6 +53,7 @@ pub fn run_sandboxed(plan: &Plan, on_started: &dyn Fn()) -> Result<Outcome> {
         watched: Some(ready_r),
         lifeline: None,
         started: false,
+        no_copies: None,
     };
     let code = wait(pid, &signals, &mut ready, on_started)?;
     // The byte is written before the command starts, so once bubblewrap
@@ -57,14 +61,26 @@ pub fn run_sandboxed(plan: &Plan, on_started: &dyn Fn()) -> Result<Outcome> {
     // "not started" without this last look (a command that ran must never
     // run again unsandboxed).
     if let Some(r) = ready.watched.take() {
-        if read_byte(&r) {
-            ready.started = true;
+        match read_byte(&r) {
+            Some(READY) => ready.started = true,
+            Some(NO_COPIES) => ready.no_copies = Some(read_rest(&r)),
+            _ => {}
         }
     }
-    let started = ready.started;
+    let (started, no_copies) = (ready.started, ready.no_copies.take());
     drop(ready);
     drop(signals);
     drop(mask);
+    if let Some(why) = no_copies {
+        return Ok(Outcome::NoCopies(why));
+    }
+    if !started && plan.without_copies.is_some() {
+        // Whatever stopped it (a setuid bubblewrap refuses `--cap-add`),
+        // the plan without the copies is tried before any diagnosis.
+        return Ok(Outcome::NoCopies(
+            "bubblewrap did not start with them".into(),
+        ));
+    }
     if !started {
         return Ok(Outcome::NotStarted(diagnose(plan)));
     }
@@ -99,6 +115,8 @@ struct Ready {
     /// The read end once the byte came, open until bubblewrap exits.
     lifeline: Option<OwnedFd>,
     started: bool,
+    /// Why the inner stage could not set up the private config copies.
+    no_copies: Option<String>,
 }
 
 /// Wait for bubblewrap to exit, passing signals on and noting the byte on
@@ -126,11 +144,15 @@ fn wait(pid: Pid, signals: &SignalFd, ready: &mut Ready, on_started: &dyn Fn()) 
             // Stop watching, but keep the read end open until bubblewrap
             // exits: the inner stage holds the write end as its lifeline.
             if let Some(r) = ready.watched.take() {
-                if read_byte(&r) {
-                    ready.started = true;
-                    on_started();
+                match read_byte(&r) {
+                    Some(READY) => {
+                        ready.started = true;
+                        on_started();
+                        ready.lifeline = Some(r);
+                    }
+                    Some(NO_COPIES) => ready.no_copies = Some(read_rest(&r)),
+                    _ => ready.lifeline = Some(r),
                 }
-                ready.lifeline = Some(r);
             }
         }
         if signal_event {
@@ -143,10 +165,24 @@ fn wait(pid: Pid, signals: &SignalFd, ready: &mut Ready, on_started: &dyn Fn()) 
     }
 }
 
-/// Whether the ready byte can be read from `pipe`.
-fn read_byte(pipe: &OwnedFd) -> bool {
+/// The inner stage's byte: the sandbox is up and the command starts.
+pub const READY: u8 = b'1';
+/// The inner stage's byte: the private git config copies could not be set
+/// up, nothing ran; the reason follows, up to the end of the pipe.
+pub const NO_COPIES: u8 = b'0';
+
+/// The byte on `pipe`, if one can be read.
+fn read_byte(pipe: &OwnedFd) -> Option<u8> {
     let mut byte = [0u8; 1];
-    matches!(nix::unistd::read(pipe.as_raw_fd(), &mut byte), Ok(1))
+    matches!(nix::unistd::read(pipe.as_raw_fd(), &mut byte), Ok(1)).then_some(byte[0])
+}
+
+/// The reason after [`NO_COPIES`]: written with the byte in one write (so
+/// it is there already) and never empty (so this read does not wait).
+fn read_rest(pipe: &OwnedFd) -> String {
+    let mut buf = [0u8; 512];
+    let n = nix::unistd::read(pipe.as_raw_fd(), &mut buf).unwrap_or(0);
+    crate::banner::sanitize(String::from_utf8_lossy(&buf[..n]).trim())
 }
 
 /// Why a sandbox did not start.
@@ -248,6 +284,8 @@ fn minimal(plan: &Plan, sbx: &OsString) -> Plan {
         create: Vec::new(),
         profile: None,
         ready_fd: None,
+        copies: None,
+        without_copies: None,
     }
 }
 

@@ -56,10 +56,21 @@ pub fn run(
     ready_fd: Option<i32>,
     proxy_socket: Option<&Path>,
     limits: &[String],
+    copies: Option<(&Path, &[std::path::PathBuf])>,
 ) -> Result<Infallible> {
     let opts = seccomp::Options {
         allow_unix_sockets: opts.allow_unix_sockets || proxy_socket.is_some(),
     };
+    if let Some((dir, configs)) = copies {
+        // Started as uid 0 with capabilities for this alone (see
+        // copies.rs); nothing else runs until they are gone.
+        let set_up = super::copies::mount_links(dir, configs)
+            .and_then(|()| super::copies::become_the_user());
+        if let Err(e) = set_up {
+            report_no_copies(ready_fd, &e);
+            return Err(e);
+        }
+    }
     check_no_capabilities()?;
     nix::sys::prctl::set_no_new_privs().context("setting PR_SET_NO_NEW_PRIVS")?;
     nix::sys::prctl::set_dumpable(false).context("setting PR_SET_DUMPABLE")?;
@@ -212,19 +223,41 @@ fn report_ready(fd: i32) -> Result<Option<std::fs::File>> {
         .context("opening the ready pipe")?;
     // The inherited descriptor itself would pass to the command.
     nix::unistd::close(fd).context("closing the inherited ready descriptor")?;
-    if pipe.write_all(b"1").is_err() {
+    if pipe.write_all(&[super::bwrap::READY]).is_err() {
         // Nobody reads: the outer sbx is gone, and so must the sandbox be.
         std::process::exit(125);
     }
     Ok(Some(pipe))
 }
 
-/// Refuse to go on if any capability survived bubblewrap's `--cap-drop ALL`.
+/// The private config copies could not be set up: tell the outer stage,
+/// which starts the sandbox again without them, and exit before anything
+/// runs. Returns only when there is no ready pipe to tell.
+fn report_no_copies(ready_fd: Option<i32>, why: &anyhow::Error) {
+    let Some(fd) = ready_fd else { return };
+    let path = format!("/proc/self/fd/{fd}");
+    if !std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo()) {
+        return;
+    }
+    // One write (the reason is short): the outer stage reads it whole.
+    let mut text = vec![super::bwrap::NO_COPIES];
+    let reason = format!("{why:#}");
+    text.extend_from_slice(reason.as_bytes().get(..400).unwrap_or(reason.as_bytes()));
+    text.push(b'\n');
+    if let Ok(mut pipe) = std::fs::OpenOptions::new().write(true).open(&path) {
+        let _ = pipe.write_all(&text);
+    }
+    std::process::exit(125);
+}
+
+/// Refuse to go on if any capability survived bubblewrap's `--cap-drop ALL`
+/// (or, with private config copies, [`super::copies::become_the_user`]),
+/// bounding set included: a command running as root would get those back.
 fn check_no_capabilities() -> Result<()> {
     let status =
         std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     for line in status.lines() {
-        for field in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
+        for field in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
             if let Some(value) = line.strip_prefix(field) {
                 let value = u64::from_str_radix(value.trim(), 16)
                     .with_context(|| format!("parsing {field} in /proc/self/status"))?;

@@ -4,6 +4,7 @@
 //! ([`probe`]); and the checks after the run are [`crate::integrity`]'s.
 
 mod bwrap;
+mod copies;
 mod inner;
 mod probe;
 mod seccomp;
@@ -40,14 +41,19 @@ pub fn run_plan(
 ) -> Result<Infallible> {
     // Written down before the command starts, for the next run to check if
     // this sbx dies before it can (dropped once the checks are done).
-    let checks = Checks::record(policy, cache)?;
+    let checks = Checks::record(policy, cache, plan.copies.as_deref())?;
     let show_banner = banner::wanted(policy.banner, shell_command);
     let on_started = || {
         if show_banner {
             banner::print_active(style, &banner::summary(policy, "bwrap"));
         }
     };
-    let outcome = bwrap::run_sandboxed(plan, &on_started);
+    let mut outcome = bwrap::run_sandboxed(plan, &on_started);
+    if let (Ok(Outcome::NoCopies(_)), Some(plain)) = (&outcome, &plan.without_copies) {
+        // Nothing ran. The copies are left unused (removed after the run):
+        // git configs stay read-only, as without them.
+        outcome = bwrap::run_sandboxed(plain, &on_started);
+    }
     match outcome {
         Ok(Outcome::Exited(code)) => {
             // The checks come before the proxy's directory is removed: it
@@ -57,6 +63,11 @@ pub fn run_plan(
             let code = check_after(checks, style, code);
             drop(proxy);
             std::process::exit(i32::from(code))
+        }
+        Ok(Outcome::NoCopies(why)) => {
+            drop(checks);
+            drop(proxy);
+            bail!("the sandbox could not be set up: {why}; the command was not run")
         }
         Ok(Outcome::NotStarted(why)) => {
             // Nothing ran: nothing for a later run to check.
@@ -131,6 +142,12 @@ fn bracket(text: &str) -> String {
     }
 }
 
+/// Where this run's private git config copies go in sbx's cache directory
+/// (see `integrity::copies`).
+pub fn config_copies(cache: &Path) -> Option<std::path::PathBuf> {
+    crate::integrity::copies::dir(cache)
+}
+
 /// `sbx __inner`: the second stage, PID 1 of the sandbox.
 pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
     let opts = seccomp::Options {
@@ -142,6 +159,9 @@ pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
         args.ready_fd,
         args.proxy_socket.as_deref(),
         &args.limits,
+        args.config_copies
+            .as_deref()
+            .map(|dir| (dir, args.private_configs.as_slice())),
     )
     .map(|never| match never {})
 }

@@ -26,6 +26,15 @@ fn planted(world: &World) -> String {
     format!("touch {}", shq_path(&git_marker(world)))
 }
 
+/// The command's `core.fsmonitor` went to its private copy of `config`
+/// only: the host's file never has it, and sbx exits 125 naming it.
+fn assert_fsmonitor_refused(out: &Output, config: &Path) {
+    assert_eq!(out.status.code(), Some(125), "{}", both(out));
+    assert!(stderr(out).contains("core.fsmonitor="), "{}", both(out));
+    let text = std::fs::read_to_string(config).unwrap();
+    assert!(!text.contains("fsmonitor"), "{text}");
+}
+
 /// The user's everyday git on the host in `dir`: `status` (runs
 /// fsmonitor), and `commit` (runs hooks). Its outcome does not matter, only
 /// what it runs.
@@ -94,9 +103,10 @@ echo x > f && echo TREE-WRITTEN"#,
         &[&planted(&world)],
     );
     assert!(stdout(&out).contains("TREE-WRITTEN"), "{}", both(&out));
-    for said in ["CONFIG-WRITTEN", "HOOK-WRITTEN", "MOVED"] {
+    for said in ["HOOK-WRITTEN", "MOVED"] {
         assert!(!stdout(&out).contains(said), "{said}: {}", both(&out));
     }
+    assert_fsmonitor_refused(&out, &inner.join(".git/config"));
     assert!(!present(&inner.join(".git/hooks/post-commit")));
     host_git(&world, &inner);
 }
@@ -205,7 +215,7 @@ echo x > g && echo TREE-WRITTEN"#,
             &[&planted(&world), other.to_str().unwrap()],
         );
         assert_absent(&out, "NOT sandboxed");
-        assert!(!stdout(&out).contains("CONFIG-WRITTEN"), "{}", both(&out));
+        assert_fsmonitor_refused(&out, &other.join(".git/config"));
         assert!(!stdout(&out).contains("HOOK-WRITTEN"), "{}", both(&out));
         if writable == other {
             // Positive control: the working tree is writable.
@@ -326,14 +336,10 @@ true"#,
         ],
     );
     assert!(stdout(&out).contains("WORKFLOW-OK"), "{}", both(&out));
-    for said in [
-        "HOOK-WRITTEN",
-        "CONFIG-WRITTEN",
-        "OTHER-WRITTEN",
-        "MAIN-TREE-WRITTEN",
-    ] {
+    for said in ["HOOK-WRITTEN", "OTHER-WRITTEN", "MAIN-TREE-WRITTEN"] {
         assert!(!stdout(&out).contains(said), "{said}: {}", both(&out));
     }
+    assert_fsmonitor_refused(&out, &main_git.join("config"));
     // The commits are in the main repository, as git made them.
     let log = world
         .host_cmd("git")
@@ -459,7 +465,7 @@ printf '#!/bin/sh\n%s\n' "$1" > "$2/hooks/post-checkout" 2>/dev/null && echo HOO
 true"#,
             &[&planted(&world), module.to_str().unwrap()],
         );
-        assert!(!stdout(&out).contains("CONFIG-WRITTEN"), "{}", both(&out));
+        assert_fsmonitor_refused(&out, &module.join("config"));
         assert!(!stdout(&out).contains("HOOK-WRITTEN"), "{}", both(&out));
     }
     host_git(&world, &wt);
@@ -633,4 +639,137 @@ echo DONE"#,
         "a push ran the planted hook: {}",
         both(&out)
     );
+}
+
+/// The host's view of a key in a repository's config: its values.
+fn host_config(world: &World, repo: &Path, key: &str) -> Vec<String> {
+    let out = world
+        .host_cmd("git")
+        .args(["config", "--file", ".git/config", "--get-all", key])
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The private config copies left in sbx's cache directory.
+fn copies_left(world: &World) -> Vec<String> {
+    std::fs::read_dir(world.home.join(".cache/sbx/pending"))
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("copies-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `.git/config` was read-only: `git remote add`, `git switch -c --track`,
+/// `git config --local` failed with git's "Device or resource busy". They
+/// now write a private copy, and after the run the everyday settings reach
+/// the real file through git, while `core.fsmonitor` is refused by name.
+/// The command runs as the user it is on the host, with no capability.
+#[test]
+fn everyday_git_config_writes_reach_the_real_config_after_the_run() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"set -e
+git remote add origin https://example.invalid/r.git
+git update-ref refs/remotes/origin/main HEAD
+git switch -q -c topic --track origin/main
+git config --local user.email me@example.invalid
+git config core.fsmonitor "$1"
+echo "UID=$(id -u)"
+grep '^Cap' /proc/self/status
+echo DONE"#,
+        &[&planted(&world)],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    let uid = nix_uid();
+    assert!(
+        stdout(&out).contains(&format!("UID={uid}\n")),
+        "{}",
+        both(&out)
+    );
+    for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            stdout(&out).contains(&format!("{cap}:\t0000000000000000")),
+            "{cap}: {}",
+            both(&out)
+        );
+    }
+    let repo = &world.project;
+    assert_eq!(
+        host_config(&world, repo, "remote.origin.url"),
+        ["https://example.invalid/r.git"]
+    );
+    assert_eq!(host_config(&world, repo, "branch.topic.remote"), ["origin"]);
+    assert_eq!(
+        host_config(&world, repo, "branch.topic.merge"),
+        ["refs/heads/main"]
+    );
+    assert_eq!(
+        host_config(&world, repo, "user.email"),
+        ["me@example.invalid"]
+    );
+    assert_fsmonitor_refused(&out, &repo.join(".git/config"));
+    assert!(copies_left(&world).is_empty(), "{:?}", copies_left(&world));
+    host_git(&world, repo);
+}
+
+/// The host's file never holds what the command wrote to its copy, not
+/// while it runs and not after sbx is killed: a killed run's copy is
+/// removed by the next run, never applied.
+#[test]
+fn a_killed_runs_config_copy_never_reaches_the_host() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let sleep = format!("sleep {}", unique(30));
+    let mut cmd = world.sbx_std();
+    sh_in(
+        &mut cmd,
+        &[],
+        &format!(
+            r#"git config core.fsmonitor "$1" && git config user.email x@example.invalid && echo up > up; {sleep}"#
+        ),
+        &[&planted(&world)],
+    );
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_up(&world);
+    let config = world.project.join(".git/config");
+    let during = std::fs::read_to_string(&config).unwrap();
+    assert!(!during.contains("fsmonitor"), "{during}");
+    assert_eq!(copies_left(&world).len(), 1, "the scenario did not happen");
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    wait_until_no_process_has(&sleep);
+    let out = Sbx.run_sh(&world, "echo NEXT-RAN");
+    assert!(stdout(&out).contains("NEXT-RAN"), "{}", both(&out));
+    let after = std::fs::read_to_string(&config).unwrap();
+    assert!(!after.contains("fsmonitor"), "{after}");
+    assert!(!after.contains("x@example.invalid"), "{after}");
+    assert!(copies_left(&world).is_empty(), "{:?}", copies_left(&world));
+    host_git(&world, &world.project);
+}
+
+/// This process's user id.
+fn nix_uid() -> u32 {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap()
 }

@@ -57,9 +57,12 @@ fn config_appended_during_a_host_rewrite(line: &str, reported: &str) {
             // An append racing the host's rename can land in the old file,
             // now unlinked: the command checks that the file git reads has
             // its line, and tries again until it does (for a minute at most).
+            // While `.git/config` is the link to the command's private copy
+            // an append lands there: it waits for the host's rewrite, which
+            // detaches the link's mount.
             "echo up > up; i=0
 while [ $i -lt 3000 ]; do
-  if {{ printf '{line}' >> .git/config; }} 2>/dev/null && grep -q '{name}' .git/config; then
+  if [ ! -L .git/config ] && {{ printf '{line}' >> .git/config; }} 2>/dev/null && grep -q '{name}' .git/config; then
     echo APPENDED; break
   fi
   sleep 0.02; i=$((i+1))
@@ -286,7 +289,7 @@ fn a_killed_sbx_leaves_its_git_config_check_to_the_next_run() {
         &format!(
             r#"echo up > up; i=0
 while [ $i -lt 3000 ]; do
-  if {{ printf '[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n' >> .git/config; }} 2>/dev/null && grep -q fsmonitor .git/config; then echo done > appended; break; fi
+  if [ ! -L .git/config ] && {{ printf '[core]\n\tfsmonitor = touch PWNED-FSMONITOR\n' >> .git/config; }} 2>/dev/null && grep -q fsmonitor .git/config; then echo done > appended; break; fi
   sleep 0.02; i=$((i+1))
 done
 {sleep}"#

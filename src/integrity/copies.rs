@@ -1,0 +1,494 @@
+//! Private git config copies, the outer stage's side: made before the
+//! command, applied after it.
+//!
+//! Each protected git config gets a copy in `CACHE/pending/copies-RUN/N`
+//! with a link `N.link` to it; the inner stage mounts the link over the
+//! config (`run/linux/copies.rs`), so git in the sandbox writes the copy and
+//! never the host's file. After the run, what changed in a copy is read by
+//! git and sorted: everyday settings (branch tracking, a remote with a
+//! network URL, `user.*`, ... see [`allowed`]) are applied to the real file
+//! by git itself; any other change is refused and named. A killed run's
+//! copies are removed by the next run ([`super::journal::recover`]) without
+//! being applied: nothing in them ever reaches the host's file unchecked.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::gitconfig::{self, Entry, EVERYDAY_KEYS, INIT_KEYS, TRUSTED_GIT};
+use super::identity::GitConfigWatch;
+
+/// The copies directory of this run in `cache`.
+pub fn dir(cache: &Path) -> Option<PathBuf> {
+    let key = super::journal::process_key(std::process::id())?;
+    Some(super::journal::dir(cache).join(format!("copies-{key}")))
+}
+
+/// Make the copies of `configs` (in the order the inner stage mounts them)
+/// and their links in `dir`, empty first.
+pub fn prepare(dir: &Path, configs: &[&GitConfigWatch]) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("emptying {}", dir.display()))?;
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    for (i, config) in configs.iter().enumerate() {
+        let copy = dir.join(i.to_string());
+        std::fs::write(&copy, &config.before)
+            .with_context(|| format!("writing {}", copy.display()))?;
+        std::os::unix::fs::symlink(&copy, dir.join(format!("{i}.link")))
+            .with_context(|| format!("linking to {}", copy.display()))?;
+    }
+    Ok(())
+}
+
+/// Apply what the command changed in each copy to the real config: the
+/// everyday settings, through git; every other change is named in a
+/// warning. False when something was refused or could not be applied.
+/// The directory is removed.
+pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bool {
+    let mut clean = true;
+    let local = local_names();
+    for (i, config) in configs.iter().enumerate() {
+        let after = match super::identity::read_regular_file(&dir.join(i.to_string()), 1 << 20) {
+            Ok(Some(after)) if after != config.before => after,
+            _ => continue,
+        };
+        let parsed = gitconfig::read(&config.before)
+            .and_then(|before| gitconfig::read(&after).map(|after| (before, after)));
+        let (before, after) = match parsed {
+            Ok(both) => both,
+            Err(why) => {
+                warn(&format!(
+                    "{}: the sandboxed command's changes were not applied: git cannot read them ({})",
+                    config.path.display(),
+                    crate::banner::sanitize(&why)
+                ));
+                clean = false;
+                continue;
+            }
+        };
+        let changes = changes(&before, &after, &|host| is_local(host, &local));
+        let failed = write(&config.path, &changes);
+        if !changes.refused.is_empty() {
+            warn(&format!(
+                "{}: refused settings the sandboxed command made, which git could act on outside the sandbox: [{}]; everyday ones were applied (run the refused ones yourself if you want them)",
+                config.path.display(),
+                crate::banner::sanitize(&changes.refused.join(", "))
+            ));
+            clean = false;
+        }
+        if let Some(why) = failed {
+            warn(&format!(
+                "{}: the sandboxed command's settings could not all be applied: {}",
+                config.path.display(),
+                crate::banner::sanitize(&why)
+            ));
+            clean = false;
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    clean
+}
+
+/// What to do to a real config.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Sections (`remote.origin`) that are gone whole.
+    pub removed_sections: Vec<String>,
+    /// Keys (`section[.sub].name`) and all their values now (none: unset).
+    pub set: Vec<(String, Vec<String>)>,
+    /// What is refused: `key=value`, or `key (removed)`.
+    pub refused: Vec<String>,
+}
+
+/// Sort the differences between `before` and `after` into what may be
+/// applied and what is refused. `local` tells whether a host name is this
+/// machine.
+pub fn changes(before: &[Entry], after: &[Entry], local: &dyn Fn(&str) -> bool) -> Changes {
+    let values = |list: &[Entry], key: &str| -> Vec<String> {
+        list.iter()
+            .filter(|e| e.full_key == key)
+            .map(|e| e.value.clone())
+            .collect()
+    };
+    let mut keys: Vec<&Entry> = Vec::new();
+    for e in after.iter().chain(before) {
+        if !keys.iter().any(|k| k.full_key == e.full_key) {
+            keys.push(e);
+        }
+    }
+    let mut out = Changes::default();
+    let mut gone_refused: BTreeSet<String> = BTreeSet::new();
+    for e in keys {
+        let (old, new) = (values(before, &e.full_key), values(after, &e.full_key));
+        if old == new {
+            continue;
+        }
+        let ok = allowed_key(&e.key)
+            && new.iter().all(|v| {
+                let candidate = Entry {
+                    value: v.clone(),
+                    ..e.clone()
+                };
+                old.contains(v) || allowed(&candidate, before, after, local)
+            });
+        if ok {
+            out.set.push((e.full_key.clone(), new));
+            continue;
+        }
+        if new.is_empty() {
+            out.refused.push(format!("{} (removed)", e.full_key));
+            gone_refused.insert(section_of(&e.full_key).to_string());
+        } else {
+            for v in new.iter().filter(|v| !old.contains(v)) {
+                out.refused.push(format!("{}={v}", e.full_key));
+            }
+            if new.iter().all(|v| old.contains(v)) {
+                out.refused.push(format!("{} (removed)", e.full_key));
+            }
+        }
+    }
+    // A section whose every key is gone, all of them allowed to go, is
+    // removed whole (no empty header is left behind).
+    let sections: BTreeSet<&str> = before.iter().map(|e| section_of(&e.full_key)).collect();
+    for section in sections {
+        let gone = !after.iter().any(|e| section_of(&e.full_key) == section);
+        if gone && !gone_refused.contains(section) {
+            out.removed_sections.push(section.to_string());
+            out.set
+                .retain(|(key, values)| !(values.is_empty() && section_of(key) == section));
+        }
+    }
+    out
+}
+
+/// `remote.origin` of `remote.origin.url`.
+fn section_of(full_key: &str) -> &str {
+    full_key.rsplit_once('.').map_or(full_key, |(s, _)| s)
+}
+
+/// Keys a command may set or remove in a repository's config from inside
+/// the sandbox: what `git init` writes, the everyday keys, and the ones
+/// common tools add (GitHub's CLI, VS Code, partial clones, submodules).
+/// None of them makes git run a command; the values of some are checked
+/// further by [`allowed`].
+fn allowed_key(key: &str) -> bool {
+    const MORE: &[&str] = &[
+        "remote.gh-resolved",
+        "remote.promisor",
+        "remote.partialclonefilter",
+        "branch.vscode-merge-base",
+        "submodule.branch",
+        "submodule.update",
+        "submodule.ignore",
+        "submodule.fetchrecursesubmodules",
+    ];
+    INIT_KEYS.contains(&key) || EVERYDAY_KEYS.contains(&key) || MORE.contains(&key)
+}
+
+/// Whether one new value of an allowed key may be applied.
+fn allowed(e: &Entry, before: &[Entry], after: &[Entry], local: &dyn Fn(&str) -> bool) -> bool {
+    let remote_named = |name: &str| {
+        before.iter().chain(after).any(|r| {
+            r.key == "remote.url"
+                && r.full_key
+                    .eq_ignore_ascii_case(&format!("remote.{name}.url"))
+        })
+    };
+    allowed_key(&e.key)
+        && match e.key.as_str() {
+            "remote.url" | "remote.pushurl" | "submodule.url" => network_url(&e.value, local),
+            // A remote's name, or `.` (this repository); for git a URL or
+            // a path otherwise.
+            "branch.remote" | "branch.pushremote" => e.value == "." || remote_named(&e.value),
+            // `!command` runs the command.
+            "submodule.update" => {
+                matches!(e.value.as_str(), "checkout" | "rebase" | "merge" | "none")
+            }
+            _ => true,
+        }
+}
+
+/// A URL over the network to another machine: `https://`, `http://`,
+/// `ssh://`, `git://`, or scp-like `[user@]host:path`. Not a path, not
+/// `file://`, not a `transport::` helper, not this machine (a repository
+/// here, reached over ssh, runs its hooks when the user pushes).
+pub fn network_url(value: &str, local: &dyn Fn(&str) -> bool) -> bool {
+    if value.is_empty() || value.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
+    let host = if value.contains("://") {
+        let Ok(url) = url::Url::parse(value) else {
+            return false;
+        };
+        let scheme_ok = matches!(
+            url.scheme(),
+            "https" | "http" | "ssh" | "git" | "git+ssh" | "ssh+git"
+        );
+        match url.host() {
+            Some(host) if scheme_ok => host.to_owned(),
+            _ => return false,
+        }
+    } else {
+        // scp-like: no slash before the first colon, and no `::`.
+        let Some((head, _)) = value.split_once(':') else {
+            return false;
+        };
+        if head.contains('/') || value.contains("::") {
+            return false;
+        }
+        let name = head.rsplit_once('@').map_or(head, |(_, h)| h);
+        if name.starts_with('-') {
+            return false;
+        }
+        // Read as a URL's host is: `127.1` and `0x7f.1` are addresses.
+        match url::Host::parse(name) {
+            Ok(host) => host,
+            Err(_) => return false,
+        }
+    };
+    match host {
+        url::Host::Ipv4(a) => !is_loopback(a.into()) && !local(&a.to_string()),
+        url::Host::Ipv6(a) => !is_loopback(a.into()) && !local(&a.to_string()),
+        url::Host::Domain(name) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            !name.is_empty() && !name.starts_with('-') && !local(&name)
+        }
+    }
+}
+
+/// Names this machine answers to by itself: its host name, the names
+/// `/etc/hosts` gives a loopback address, and the addresses of its network
+/// interfaces.
+fn local_names() -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    if let Ok(interfaces) = nix::ifaddrs::getifaddrs() {
+        for interface in interfaces {
+            let address = interface.address.as_ref();
+            if let Some(v4) = address.and_then(|a| a.as_sockaddr_in()) {
+                names.push(v4.ip().to_string());
+            }
+            if let Some(v6) = address.and_then(|a| a.as_sockaddr_in6()) {
+                names.push(v6.ip().to_string());
+            }
+        }
+    }
+    if let Ok(name) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        let name = name.trim().to_ascii_lowercase();
+        if !name.is_empty() {
+            names.push(format!("{name}.local"));
+            names.push(name);
+        }
+    }
+    let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    for line in hosts.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let mut fields = line.split_whitespace();
+        let Some(addr) = fields
+            .next()
+            .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+        else {
+            continue;
+        };
+        if is_loopback(addr) {
+            names.extend(fields.map(str::to_ascii_lowercase));
+        }
+    }
+    names
+}
+
+fn is_loopback(addr: std::net::IpAddr) -> bool {
+    match addr {
+        std::net::IpAddr::V4(a) => a.is_loopback() || a.is_unspecified(),
+        std::net::IpAddr::V6(a) => {
+            a.is_loopback()
+                || a.is_unspecified()
+                || a.to_ipv4_mapped()
+                    .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified())
+        }
+    }
+}
+
+/// Whether `host` (lower case) is this machine: a loopback or unspecified
+/// address, `localhost`, or one of `names`.
+fn is_local(host: &str, names: &[String]) -> bool {
+    let loopback = host.parse::<std::net::IpAddr>().is_ok_and(is_loopback);
+    loopback
+        || host == "localhost"
+        || host.ends_with(".localhost")
+        || names.iter().any(|n| n == host)
+}
+
+/// Apply `changes` to the config at `path` with git; what failed, if
+/// anything.
+fn write(path: &Path, changes: &Changes) -> Option<String> {
+    let git = |args: &[&str]| -> Result<std::process::Output, String> {
+        std::process::Command::new(TRUSTED_GIT)
+            .arg("config")
+            .arg("--file")
+            .arg(path)
+            .args(args)
+            .env_clear()
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("HOME", "/nonexistent")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("running {TRUSTED_GIT}: {e}"))
+    };
+    let mut failed: Vec<String> = Vec::new();
+    for section in &changes.removed_sections {
+        // Absent already (the user removed it meanwhile): nothing to do.
+        let _ = git(&["--remove-section", section]);
+    }
+    for (key, values) in &changes.set {
+        // Exit 5: the key was not there.
+        let _ = git(&["--unset-all", key]);
+        for value in values {
+            match git(&["--add", key, value]) {
+                Ok(out) if out.status.success() => {}
+                Ok(out) => failed.push(format!(
+                    "{key}={value} ({})",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )),
+                Err(why) => failed.push(why),
+            }
+        }
+    }
+    (!failed.is_empty()).then(|| failed.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(text: &str) -> Vec<Entry> {
+        gitconfig::scan(text)
+    }
+
+    fn no_local(_: &str) -> bool {
+        false
+    }
+
+    const BASE: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.com/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n";
+
+    #[test]
+    fn everyday_changes_are_applied_and_the_rest_refused_by_name() {
+        let after = format!(
+            "{BASE}[branch \"topic\"]\n\tremote = origin\n\tmerge = refs/heads/main\n[user]\n\temail = a@example.com\n[core]\n\tfsmonitor = /tmp/x\n[alias]\n\tst = !sh\n"
+        );
+        let c = changes(&entries(BASE), &entries(&after), &no_local);
+        assert_eq!(
+            c.set,
+            vec![
+                (
+                    "branch.topic.remote".to_string(),
+                    vec!["origin".to_string()]
+                ),
+                (
+                    "branch.topic.merge".to_string(),
+                    vec!["refs/heads/main".to_string()]
+                ),
+                ("user.email".to_string(), vec!["a@example.com".to_string()]),
+            ]
+        );
+        assert_eq!(c.refused, vec!["core.fsmonitor=/tmp/x", "alias.st=!sh"]);
+        assert!(c.removed_sections.is_empty());
+    }
+
+    #[test]
+    fn a_new_remote_needs_a_network_url_to_another_machine() {
+        for (url, ok) in [
+            ("https://github.com/o/r.git", true),
+            ("git@github.com:o/r.git", true),
+            ("ssh://git@example.com:22/r.git", true),
+            ("git://example.com/r.git", true),
+            ("/home/u/evil.git", false),
+            ("../evil.git", false),
+            ("file:///tmp/evil.git", false),
+            ("ext::sh -c evil", false),
+            ("fd::3", false),
+            ("ssh://localhost/tmp/evil.git", false),
+            ("ssh://127.0.0.2/tmp/evil.git", false),
+            ("ssh://[::1]/tmp/evil.git", false),
+            ("git@localhost:evil.git", false),
+            ("https://-oProxyCommand=x/r", false),
+            ("ssh://myhost/r.git", false),
+            ("http://localhost./r.git", false),
+            ("http://127.1/r.git", false),
+            ("git@127.1:r.git", false),
+            ("git@0x7f000001:r.git", false),
+            ("git@[::1]:r.git", false),
+            ("ssh://git@MyHost./r.git", false),
+            ("http://10.0.0.8/r.git", true),
+            ("http://10.0.0.9/r.git", false),
+        ] {
+            let after = format!("{BASE}[remote \"up\"]\n\turl = {url}\n");
+            let names = ["myhost".to_string(), "10.0.0.9".to_string()];
+            let c = changes(&entries(BASE), &entries(&after), &|h| is_local(h, &names));
+            assert_eq!(c.refused.is_empty(), ok, "{url}: {c:?}");
+        }
+    }
+
+    #[test]
+    fn branch_tracking_names_a_remote_or_this_repository() {
+        for (remote, ok) in [
+            ("origin", true),
+            (".", true),
+            ("/tmp/evil", false),
+            ("nope", false),
+        ] {
+            let after = format!("{BASE}[branch \"t\"]\n\tremote = {remote}\n");
+            let c = changes(&entries(BASE), &entries(&after), &no_local);
+            assert_eq!(c.refused.is_empty(), ok, "{remote}");
+        }
+    }
+
+    #[test]
+    fn a_removed_remote_goes_whole_and_a_removed_dangerous_key_is_refused() {
+        let before = format!("{BASE}[core]\n\thookspath = .githooks\n");
+        let after = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n";
+        let c = changes(&entries(&before), &entries(after), &no_local);
+        assert_eq!(c.removed_sections, vec!["remote.origin"]);
+        assert!(c.set.is_empty());
+        assert_eq!(c.refused, vec!["core.hookspath (removed)"]);
+    }
+
+    #[test]
+    fn submodule_update_may_not_run_a_command() {
+        let after = format!("{BASE}[submodule \"s\"]\n\tupdate = !sh evil\n");
+        let c = changes(&entries(BASE), &entries(&after), &no_local);
+        assert_eq!(c.refused, vec!["submodule.s.update=!sh evil"]);
+        let after = format!("{BASE}[submodule \"s\"]\n\tupdate = rebase\n");
+        assert!(changes(&entries(BASE), &entries(&after), &no_local)
+            .refused
+            .is_empty());
+    }
+
+    #[test]
+    fn this_machine_is_local() {
+        // Its own interfaces' addresses, read from the system.
+        assert!(local_names().iter().any(|n| n == "127.0.0.1"));
+        let names = vec!["box".to_string()];
+        for host in [
+            "localhost",
+            "a.localhost",
+            "127.0.0.1",
+            "::1",
+            "0.0.0.0",
+            "box",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_local(host, &names), "{host}");
+        }
+        for host in ["github.com", "10.0.0.5", "boxes"] {
+            assert!(!is_local(host, &names), "{host}");
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Private git config copies, the inner stage's side (PID 1, before the
+//! command exists).
+//!
+//! git writes a config file by creating `config.lock` beside it and
+//! renaming that over it. A read-only bind mount on `.git/config` makes the
+//! rename fail (`EBUSY`), so `git remote add`, `git branch -u` and `git
+//! config --local` failed in the sandbox. The outer stage now gives each
+//! protected config a private copy in a per-run directory, with a symbolic
+//! link to it (`N.link`), and this stage mounts that link over the config
+//! itself. git resolves a link before it locks (`config` → the copy), so it
+//! writes the copy, in a directory where the rename works; the host's file
+//! is never written, and after the run the outer stage applies only
+//! everyday settings to it (`integrity::copies`).
+//!
+//! Mounting needs `CAP_SYS_ADMIN` over the sandbox's mount namespace, so
+//! bubblewrap starts this stage as uid 0 of its user namespace with that
+//! capability (and `CAP_SETFCAP`, which the kernel asks of a process that
+//! maps its parent namespace's uid 0 in a namespace of its own). Before anything else runs, this stage then moves into a user
+//! namespace of its own in which it is the user it was on the host (as
+//! bubblewrap itself does for an unprivileged user) and drops every
+//! capability, bounding set included: the command starts exactly as it
+//! would have without the copies, and the mounts stay locked to a
+//! namespace it has no power over.
+//!
+//! Raw system calls: `open_tree` and `move_mount` (the only way to mount a
+//! symbolic link itself: `mount(2)` follows it), `capset` and `prctl` for
+//! the bounding and ambient sets have no safe wrapper in `nix`.
+
+use std::ffi::CString;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+/// The link to the copy of the config `index` in the copies directory.
+pub fn link(dir: &Path, index: usize) -> PathBuf {
+    dir.join(format!("{index}.link"))
+}
+
+/// Mount each config's link over the config. An error names the config.
+pub fn mount_links(dir: &Path, configs: &[PathBuf]) -> Result<()> {
+    for (i, config) in configs.iter().enumerate() {
+        let source = link(dir, i);
+        let tree = open_tree(&source)
+            .with_context(|| format!("taking the link {} to mount", source.display()))?;
+        move_mount(&tree, config)
+            .with_context(|| format!("mounting a private copy over {}", config.display()))?;
+    }
+    Ok(())
+}
+
+fn c_path(path: &Path) -> Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .with_context(|| format!("{}: a path with a NUL byte", path.display()))
+}
+
+/// A detached copy of the link itself (`AT_SYMLINK_NOFOLLOW`).
+fn open_tree(path: &Path) -> Result<OwnedFd> {
+    let path = c_path(path)?;
+    let flags = nix::libc::OPEN_TREE_CLONE
+        | nix::libc::OPEN_TREE_CLOEXEC
+        | nix::libc::AT_SYMLINK_NOFOLLOW as nix::libc::c_uint;
+    // SAFETY: open_tree takes a directory descriptor (AT_FDCWD), a
+    // NUL-terminated path that outlives the call, and flags; it returns a
+    // new descriptor or -1, and touches no memory of ours.
+    #[allow(unsafe_code)]
+    let fd = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_open_tree,
+            nix::libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    let fd = i32::try_from(fd).context("open_tree returned no descriptor")?;
+    // SAFETY: a descriptor open_tree just returned, owned by nothing else.
+    #[allow(unsafe_code)]
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Attach the detached tree `tree` on `target` (a regular file: the link
+/// and the file are both non-directories, which is all the kernel asks).
+fn move_mount(tree: &OwnedFd, target: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let target = c_path(target)?;
+    let empty = c"";
+    // SAFETY: move_mount takes two (descriptor, NUL-terminated path) pairs
+    // that outlive the call and flags; it returns 0 or -1 and touches no
+    // memory of ours.
+    #[allow(unsafe_code)]
+    let r = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            nix::libc::AT_FDCWD,
+            target.as_ptr(),
+            nix::libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(())
+}
+
+/// The first mapping of a `/proc/self/{u,g}id_map`: what id 0 here is
+/// outside.
+fn outside_id(map: &str) -> Result<u32> {
+    let text = std::fs::read_to_string(format!("/proc/self/{map}"))
+        .with_context(|| format!("reading /proc/self/{map}"))?;
+    let mut fields = text.split_whitespace();
+    match (fields.next(), fields.next()) {
+        (Some("0"), Some(outside)) => outside
+            .parse()
+            .with_context(|| format!("reading /proc/self/{map}")),
+        _ => bail!("/proc/self/{map} does not map id 0: {}", text.trim()),
+    }
+}
+
+/// Leave the setup namespace: a new user namespace in which this process is
+/// the user and group it is on the host, with no capability left.
+pub fn become_the_user() -> Result<()> {
+    let uid = outside_id("uid_map")?;
+    let gid = outside_id("gid_map")?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)
+        .context("creating the command's user namespace")?;
+    std::fs::write("/proc/self/setgroups", "deny").context("writing /proc/self/setgroups")?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} 0 1"))
+        .context("writing /proc/self/uid_map")?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} 0 1"))
+        .context("writing /proc/self/gid_map")?;
+    drop_capabilities()
+}
+
+/// Drop every capability: the bounding set (or a command running as root
+/// would get them back at exec), the ambient set, then the others.
+fn drop_capabilities() -> Result<()> {
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments only.
+        #[allow(unsafe_code)]
+        let r = unsafe { nix::libc::prctl(nix::libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        if r != 0 {
+            // EINVAL: past the last capability this kernel knows.
+            if std::io::Error::last_os_error().raw_os_error() == Some(nix::libc::EINVAL) {
+                break;
+            }
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("dropping capability {cap} from the bounding set"));
+        }
+    }
+    // SAFETY: prctl with integer arguments only.
+    #[allow(unsafe_code)]
+    let r = unsafe {
+        nix::libc::prctl(
+            nix::libc::PR_CAP_AMBIENT,
+            nix::libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error()).context("clearing the ambient capabilities");
+    }
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads a version 3 header and two data structs, both
+    // live for the call, laid out as the kernel's (repr(C), u32 fields).
+    #[allow(unsafe_code)]
+    let r = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_capset,
+            std::ptr::addr_of_mut!(header),
+            data.as_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error()).context("dropping the capabilities");
+    }
+    Ok(())
+}
