@@ -14,14 +14,18 @@
 //! 4. pins: each directory between a writable root and a protected path is
 //!    bound onto itself, so it becomes a mount point that cannot be renamed or
 //!    replaced (which would free the protected path below it);
-//! 5. "runs later" paths read-only (`--ro-bind P P`);
+//! 5. "runs later" paths read-only (`--ro-bind P P`), then the run's
+//!    private git config copies writable (the inner stage mounts a link to
+//!    each copy over its config: `run/linux/copies.rs`);
 //! 6. credential masks, last so nothing can cover them: a directory becomes an
 //!    empty, read-only tmpfs with mode 000; a file gets sbx's placeholder (an
 //!    empty file with mode 000 in sbx's cache directory) bound read-only over
 //!    it. Nothing is ever created on the host to serve as a mount point: only
 //!    paths that exist are masked;
-//! 7. `--cap-drop ALL`, the working directory, the environment changes, and
-//!    the inner stage with the command after `--`.
+//! 7. `--cap-drop ALL` (with config copies, `--uid 0` and the two
+//!    capabilities the inner stage needs to mount them, which it drops with
+//!    all others before the command exists), the working directory, the
+//!    environment changes, and the inner stage with the command after `--`.
 //!
 //! [`render`] emits each group with a function of its own, in this order.
 //!

@@ -21,6 +21,9 @@
 //!   walk that finds `.env` files saw it ([`identity::Repositories`]).
 //! - **Git config snapshots**: each git config file mounted read-only, with
 //!   its identity and content ([`identity::GitConfigWatch`]).
+//! - **Private config copies** ([`copies`]): each of those configs gets a
+//!   copy in `CACHE/pending/copies-RUN`, which the command writes instead
+//!   (made after the note, so a killed run's copies are always found).
 //! - **The note** ([`journal`]): the watch list, the snapshots and the
 //!   repositories, in a file
 //!   of `CACHE/pending` named after this process. When it cannot be written
@@ -36,7 +39,10 @@
 //! 2. [`gitconfig::check_git_configs`]: each config file replaced during the
 //!    run is read by git, and settings it did not have before, beyond what
 //!    everyday git commands write, are reported; the file stays as it is.
-//! 3. New repositories (`repositories::check_new_repositories`): the project
+//! 3. [`copies::apply`]: what the command changed in each private config
+//!    copy is read by git; everyday settings are applied to the real file
+//!    by git, every other change is named and refused; the copies go.
+//! 4. New repositories (`repositories::check_new_repositories`): the project
 //!    is walked again (from the walk's cache) and each `.git` entry that was
 //!    not there is checked: a file or link (it sends git to a repository the
 //!    command prepared elsewhere) is swept like any watched path; a new
@@ -56,7 +62,7 @@
 //! once, one does the checks), sweeps each path against the identity the
 //! killed run recorded and checks each git config against its snapshot, as
 //! that run would have done, and checks the repositories it made, then
-//! removes it. When they leave something to review, or a note cannot be
+//! removes it. A killed run's config copies are removed, never applied. When they leave something to review, or a note cannot be
 //! read, that run refuses to run its own command. A dead run is one whose
 //! process is gone or a zombie (killed, not yet reaped by its parent). Until
 //! a later run starts, what a killed run planted stays in place.

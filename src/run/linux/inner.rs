@@ -4,8 +4,12 @@
 //! bubblewrap builds the filesystem view and the namespaces; this stage makes
 //! sure nothing is left that the command could use to step outside them:
 //!
-//! 1. it checks that no capability survived (`--cap-drop ALL`), and refuses to
-//!    run the command otherwise;
+//! 0. with private git config copies, it first mounts a link to each copy
+//!    over its config and moves to a user namespace of its own in which it
+//!    is the host user with no capability (`copies.rs`; bubblewrap started
+//!    it as uid 0 with the two capabilities that takes);
+//! 1. it checks that no capability survived (`--cap-drop ALL`), bounding set
+//!    included, and refuses to run the command otherwise;
 //! 2. it sets `PR_SET_NO_NEW_PRIVS` (no setuid gains) and `PR_SET_DUMPABLE=0`
 //!    (the command cannot ptrace it or write its `/proc/1/mem`);
 //! 3. it closes every inherited descriptor above 2, so a socket or file that
