@@ -22,6 +22,9 @@ _sbx() {
             sbx,__filter)
                 cmd="sbx__subcmd____filter"
                 ;;
+            sbx,__guard)
+                cmd="sbx__subcmd____guard"
+                ;;
             sbx,__inner)
                 cmd="sbx__subcmd____inner"
                 ;;
@@ -50,7 +53,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-h -V --help --version run profile check completions man __inner __filter __connect __probe"
+            opts="-h -V --help --version run profile check completions man __inner __guard __filter __connect __probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -84,6 +87,24 @@ _sbx() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd____guard)
+            opts="-h --cache --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --cache)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

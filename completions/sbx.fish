@@ -32,6 +32,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "check" -d 'Diagnose the bac
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a completion script for a shell'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "man" -d 'Print the man page (roff), sbx.toml(5) with --section 5, or the config schema with --schema'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__inner" -d 'Internal: the second stage, run by bubblewrap inside the sandbox as PID 1'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "__guard" -d 'Internal: the guardian of a run, which makes its checks if sbx is killed'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__filter" -d 'Internal: add the Unix-socket filter, then exec the command'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__connect" -d 'Internal: an ssh ProxyCommand that tunnels through the allowlist proxy'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__probe" -d 'Internal: what `sbx check` runs inside a sandbox'
@@ -105,6 +106,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l config-copies -d 'Th
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l private-config -d 'A git config to mount the link `N.link` over, N counting from 0 in the order given (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l allow-unix-sockets -d 'Let the command create Unix sockets'
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand __guard" -l cache -d 'sbx\'s cache directory (the run\'s note is in its `pending`)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __guard" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __filter" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __connect" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __probe" -s h -l help -d 'Print help'

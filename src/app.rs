@@ -55,6 +55,7 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
         Some(Cmd::Man(args)) => man(&args),
         Some(Cmd::Inner(args)) => run::inner(args),
         Some(Cmd::Filter { command }) => run::filter(&command),
+        Some(Cmd::Guard { cache }) => run::guard(&cache),
         Some(Cmd::Connect { host, port }) => crate::proxy::connect_stdio(&host, port),
         Some(Cmd::Probe {
             write,

@@ -48,6 +48,13 @@ pub enum Cmd {
     /// Internal: the second stage, run by bubblewrap inside the sandbox as PID 1.
     #[command(name = "__inner", hide = true)]
     Inner(InnerArgs),
+    /// Internal: the guardian of a run, which makes its checks if sbx is killed.
+    #[command(name = "__guard", hide = true)]
+    Guard {
+        /// sbx's cache directory (the run's note is in its `pending`).
+        #[arg(long, value_name = "DIR")]
+        cache: PathBuf,
+    },
     /// Internal: add the Unix-socket filter, then exec the command.
     #[command(name = "__filter", hide = true)]
     Filter {

@@ -53,7 +53,8 @@ pub fn prepare(dir: &Path, configs: &[&GitConfigWatch]) -> Result<()> {
 /// The directory is removed.
 pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bool {
     let mut clean = true;
-    let local = local_names();
+    // Looked up once, and only when a copy changed.
+    let local = std::cell::OnceCell::new();
     for (i, config) in configs.iter().enumerate() {
         let after = match super::identity::read_regular_file(&dir.join(i.to_string()), 1 << 20) {
             Ok(Some(after)) if after != config.before => after,
@@ -73,7 +74,9 @@ pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bo
                 continue;
             }
         };
-        let changes = changes(&before, &after, &|host| is_local(host, &local));
+        let changes = changes(&before, &after, &|host| {
+            is_local(host, local.get_or_init(local_names))
+        });
         let failed = write(&config.path, &changes);
         if !changes.refused.is_empty() {
             warn(&format!(

@@ -60,7 +60,7 @@ pub(super) fn dir(cache: &Path) -> PathBuf {
 /// `X` on its way out): a killed sbx whose parent does not wait for it
 /// (container init processes, `Popen.kill()` without `wait()`) keeps its
 /// `/proc` entry, and it is not doing its checks either.
-pub(super) fn process_key(pid: u32) -> Option<String> {
+pub fn process_key(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, after) = stat.rsplit_once(')')?;
     let mut fields = after.split_whitespace();
@@ -141,25 +141,49 @@ fn alive(key: &str) -> bool {
 /// planted path that could not be moved away, new git settings).
 pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
     let dir = dir(cache);
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return true;
-    };
     let mine = process_key(std::process::id()).unwrap_or_default();
-    let mut clean = true;
+    wait_for_guardians(&dir, &mine);
+    let (clean, busy) = recover_pass(cache, &mine, warn);
+    if !busy {
+        return clean;
+    }
+    // A note another live process took over: a guardian that began after
+    // the wait above. Its report is shown once it is written.
+    wait_for_guardians(&dir, &mine);
+    recover_pass(cache, &mine, warn).0 && clean
+}
+
+/// One look at the pending directory (see [`recover`]); whether it left
+/// nothing to review, and whether another live process is checking a note.
+fn recover_pass(cache: &Path, mine: &str, warn: &dyn Fn(&str)) -> (bool, bool) {
+    let dir = dir(cache);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return (true, false);
+    };
+    let (mut clean, mut busy) = (true, false);
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
+        let dead = |key: &str| key != mine && !alive(key);
         // Half written by a run killed before its command started: nothing
         // to check.
         if let Some(key) = name.strip_prefix("partial-") {
-            if key != mine && !alive(key) {
+            if dead(key) {
                 let _ = std::fs::remove_file(entry.path());
+            }
+            continue;
+        }
+        // What a guardian's checks said (its run's sbx was killed): shown
+        // now, once.
+        if let Some(key) = name.strip_prefix("report-") {
+            if dead(key) && !show_report(&entry.path(), warn) {
+                clean = false;
             }
             continue;
         }
         // A killed run's private git config copies: never applied (see
         // `copies`), only removed.
         if let Some(key) = name.strip_prefix("copies-") {
-            if key != mine && !alive(key) {
+            if dead(key) {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
             continue;
@@ -168,7 +192,8 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
         let Some((key, note_name)) = owner(&name) else {
             continue;
         };
-        if key == mine || alive(&key) {
+        if !dead(&key) {
+            busy |= key != mine && name.starts_with("claimed-");
             continue;
         }
         // Claim it: of two runs starting at once, one renames it.
@@ -176,38 +201,136 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
         if std::fs::rename(entry.path(), &claimed).is_err() {
             continue;
         }
-        warn("an earlier sbx run ended before it could check what its command left behind; checking now");
-        let note = std::fs::read_to_string(&claimed)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Note>(&t).ok());
-        match note {
-            Some(note) => {
-                for w in &note.watch {
-                    if !super::sweep(&w.path, w.before.as_ref(), warn) {
-                        clean = false;
-                    }
-                }
-                if !super::gitconfig::check_git_configs(&note.git_configs, warn) {
-                    clean = false;
-                }
-                let made = note.repositories.as_ref().is_some_and(|r| {
-                    !super::repositories::check_new_repositories(r, Some(cache), warn)
-                });
-                if made {
-                    clean = false;
-                }
-            }
-            None => {
-                warn(&format!(
-                    "its note {} cannot be read: look for \"runs later\" files its command may have left (.envrc, .vscode, .git/hooks, ...)",
-                    claimed.display()
-                ));
-                clean = false;
-            }
+        if !check_note(&claimed, cache, warn) {
+            clean = false;
         }
         let _ = std::fs::remove_file(&claimed);
     }
-    clean
+    (clean, busy)
+}
+
+/// Make the checks of a dead run's note, as that run would have; false
+/// when they leave something to review.
+fn check_note(claimed: &Path, cache: &Path, warn: &dyn Fn(&str)) -> bool {
+    warn(
+        "an earlier sbx run ended before it could check what its command left behind; checking now",
+    );
+    let note = std::fs::read_to_string(claimed)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Note>(&t).ok());
+    let Some(note) = note else {
+        warn(&format!(
+            "its note {} cannot be read: look for \"runs later\" files its command may have left (.envrc, .vscode, .git/hooks, ...)",
+            claimed.display()
+        ));
+        return false;
+    };
+    let mut clean = true;
+    for w in &note.watch {
+        if !super::sweep(&w.path, w.before.as_ref(), warn) {
+            clean = false;
+        }
+    }
+    if !super::gitconfig::check_git_configs(&note.git_configs, warn) {
+        clean = false;
+    }
+    let made = note
+        .repositories
+        .as_ref()
+        .is_some_and(|r| !super::repositories::check_new_repositories(r, Some(cache), warn));
+    clean && !made
+}
+
+/// A guardian making a killed run's checks (`run/linux/guardian.rs`): its
+/// `checking-KEY` file, removed when dropped, once its report is written.
+pub struct Checking(PathBuf);
+
+impl Drop for Checking {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Say that this process (a guardian) is making a killed run's checks, so
+/// that a run starting meanwhile waits for them and shows their report.
+pub fn begin_checking(cache: &Path) -> anyhow::Result<Checking> {
+    use anyhow::Context;
+    let key = process_key(std::process::id()).context("reading /proc/self/stat")?;
+    let path = dir(cache).join(format!("checking-{key}"));
+    std::fs::write(&path, "").with_context(|| format!("writing {}", path.display()))?;
+    Ok(Checking(path))
+}
+
+/// Wait (ten seconds at most) while a live guardian makes a killed run's
+/// checks: the run starting now then shows what they found, and refuses
+/// to run its command if they left something to review.
+fn wait_for_guardians(dir: &Path, mine: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let busy = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                match name.strip_prefix("checking-") {
+                    Some(key) if key != mine && alive(key) => true,
+                    Some(key) if key != mine => {
+                        let _ = std::fs::remove_file(e.path());
+                        false
+                    }
+                    _ => false,
+                }
+            });
+        if !busy || start.elapsed() > std::time::Duration::from_secs(10) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Leave what a guardian's checks said (`run/linux/guardian.rs`) for the
+/// next run to show: `clean` says whether they left anything to review.
+pub fn leave_report(cache: &Path, clean: bool, said: &[String]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let key = process_key(std::process::id()).context("reading /proc/self/stat")?;
+    let text = serde_json::to_string(&Report {
+        clean,
+        said: said.to_vec(),
+    })?;
+    let path = dir(cache).join(format!("report-{key}"));
+    let partial = dir(cache).join(format!("partial-{key}"));
+    std::fs::write(&partial, text).with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// What a guardian's checks said.
+#[derive(Debug, Serialize, Deserialize)]
+struct Report {
+    clean: bool,
+    said: Vec<String>,
+}
+
+/// Show a guardian's report and remove it; false when it left something
+/// to review (or cannot be read).
+fn show_report(path: &Path, warn: &dyn Fn(&str)) -> bool {
+    let report = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Report>(&t).ok());
+    let _ = std::fs::remove_file(path);
+    let Some(report) = report else {
+        warn(&format!(
+            "the report of an earlier run's checks, {}, cannot be read",
+            path.display()
+        ));
+        return false;
+    };
+    warn("an earlier sbx run was killed; its checks were made at once, and said:");
+    for text in &report.said {
+        warn(text);
+    }
+    report.clean
 }
 
 #[cfg(test)]

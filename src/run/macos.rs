@@ -81,6 +81,12 @@ pub fn inner(_args: cli::InnerArgs) -> Result<ExitCode> {
     bail!("the inner stage exists only on Linux")
 }
 
+/// `sbx __guard`: no checks follow a run on macOS (Seatbelt's rules
+/// follow the path), so there is nothing to guard.
+pub fn guard(_cache: &Path) -> Result<ExitCode> {
+    bail!("the guardian exists only on Linux")
+}
+
 /// `sbx __filter`: the inner stage exists only on Linux.
 pub fn filter(_command: &[OsString]) -> Result<ExitCode> {
     bail!("the inner stage exists only on Linux")

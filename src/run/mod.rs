@@ -8,7 +8,8 @@
 //! - [`run_plan`]: run the plan with sbx as the sandbox's parent, and exit
 //!   with the command's status;
 //! - [`inner`] and [`filter`]: the hidden `__inner` and `__filter` stages
-//!   inside the sandbox (Linux only);
+//!   inside the sandbox, and [`guard`], the hidden `__guard` process that
+//!   makes a killed sbx's checks (Linux only);
 //! - [`already_sandboxed`]: whether sbx already runs inside its own sandbox;
 //! - [`recover_killed_runs`]: the checks a killed earlier run left undone;
 //! - [`config_copies`]: where a run's private git config copies go;
@@ -48,7 +49,7 @@ use crate::banner::{self, Style};
 use crate::policy::Policy;
 
 pub use platform::{
-    already_sandboxed, config_copies, filter, host_env, inner, probe_not_started,
+    already_sandboxed, config_copies, filter, guard, host_env, inner, probe_not_started,
     recover_killed_runs, run_plan,
 };
 

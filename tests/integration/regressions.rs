@@ -84,6 +84,38 @@ fn killed_after_up(world: &World, script: &str, args: &[&str]) -> Child {
     child
 }
 
+/// [`killed_after_up`], with the run's guardian killed first: what an agent
+/// that kills every process of the session does. The next run is then the
+/// one that makes the killed run's checks.
+fn killed_with_its_guardian_after_up(world: &World, script: &str, args: &[&str]) -> Child {
+    let mut cmd = world.sbx_std();
+    sh_in(&mut cmd, &[], script, args);
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_up(world);
+    let cache = world.home.join(".cache/sbx");
+    let guardians: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            args.contains(&b"__guard".as_slice())
+                && args.contains(&cache.as_os_str().as_encoded_bytes())
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(guardians.len(), 1, "the run's guardian: {guardians:?}");
+    let _ = Command::new("kill").args(["-KILL", &guardians[0]]).status();
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    child
+}
+
 /// Wait until no host process has `needle` in its command line, failing the
 /// test after the deadline. With a `sleep` duration from [`unique`] in a
 /// killed run's script, this is the event "its sandbox is gone": bubblewrap,

@@ -34,10 +34,20 @@ pub enum Outcome {
 /// sandbox is up; if bubblewrap exits without it, the sandbox never started
 /// and nothing ran, which is reported as [`Outcome::NotStarted`] with a cause.
 /// `on_started` runs as soon as the sandbox is up (the banner).
-pub fn run_sandboxed(plan: &Plan, on_started: &dyn Fn()) -> Result<Outcome> {
+///
+/// The run's `guardian` learns the ready pipe before bubblewrap starts:
+/// every process of the sandbox that is not the command holds it.
+pub fn run_sandboxed(
+    plan: &Plan,
+    on_started: &dyn Fn(),
+    guardian: Option<&super::guardian::Guardian>,
+) -> Result<Outcome> {
     let mut cmd = crate::exec::prepare(plan)?;
     let ready_fd = plan.ready_fd.context("the plan has no ready descriptor")?;
     let ready_r = ready_pipe(ready_fd)?;
+    if let Some(guardian) = guardian {
+        guardian.watch(&ready_r)?;
+    }
 
     let child = cmd
         .spawn()

@@ -5,6 +5,7 @@
 
 mod bwrap;
 mod copies;
+mod guardian;
 mod inner;
 mod probe;
 mod seccomp;
@@ -48,11 +49,15 @@ pub fn run_plan(
             banner::print_active(style, &banner::summary(policy, "bwrap"));
         }
     };
-    let mut outcome = bwrap::run_sandboxed(plan, &on_started);
+    // Started once the note is written, and told "done" when dropped
+    // (after the checks); a run without a note has nothing to guard. One
+    // that cannot start leaves a killed run's checks to the next run.
+    let guardian = cache.and_then(|c| guardian::start(c).ok());
+    let mut outcome = bwrap::run_sandboxed(plan, &on_started, guardian.as_ref());
     if let (Ok(Outcome::NoCopies(_)), Some(plain)) = (&outcome, &plan.without_copies) {
         // Nothing ran. The copies are left unused (removed after the run):
         // git configs stay read-only, as without them.
-        outcome = bwrap::run_sandboxed(plain, &on_started);
+        outcome = bwrap::run_sandboxed(plain, &on_started, guardian.as_ref());
     }
     match outcome {
         Ok(Outcome::Exited(code)) => {
@@ -61,6 +66,7 @@ pub fn run_plan(
             // writable root, and the removal would change its change time
             // (its identity where there is no birth time).
             let code = check_after(checks, style, code);
+            drop(guardian);
             drop(proxy);
             std::process::exit(i32::from(code))
         }
@@ -76,6 +82,8 @@ pub fn run_plan(
             never_started(policy, style, why)
         }
         Err(e) => {
+            // The command may have run: its checks are made all the same.
+            let _ = check_after(checks, style, 0);
             drop(proxy);
             Err(e)
         }
@@ -146,6 +154,11 @@ fn bracket(text: &str) -> String {
 /// (see `integrity::copies`).
 pub fn config_copies(cache: &Path) -> Option<std::path::PathBuf> {
     crate::integrity::copies::dir(cache)
+}
+
+/// `sbx __guard`: see [`guardian`].
+pub fn guard(cache: &Path) -> Result<ExitCode> {
+    guardian::guard(cache)
 }
 
 /// `sbx __inner`: the second stage, PID 1 of the sandbox.

@@ -1,0 +1,216 @@
+//! The guardian: a small process outside the sandbox that makes a killed
+//! sbx's after-run checks the moment its sandbox is gone, instead of
+//! leaving what the command planted in place until the next sbx run.
+//!
+//! sbx starts it (`sbx __guard`) once its note is written, in a process
+//! group of its own (an agent's timeout kills sbx's group; not this one),
+//! with the read end of a pipe as its standard input, on which sbx writes
+//! lines: `pipe INODE` for each sandbox it starts (the inode of that
+//! sandbox's ready pipe, which bubblewrap, its child and the inner stage
+//! hold, and the command never does), and `done` once its own checks are
+//! made. The pipe ends when sbx is gone:
+//!
+//! - `done` came: nothing to do;
+//! - no `done`: sbx died first. The guardian kills every process that holds
+//!   one of those ready pipes and waits until they are gone (the sandbox's
+//!   first process is one: the kernel ends every other process of its PID
+//!   namespace before its exit is seen; and a bubblewrap killed between its
+//!   clone and releasing its child would leave that child waiting for good),
+//!   then makes the checks of every dead run's note
+//!   ([`crate::integrity::journal::recover`]) and leaves what they said for
+//!   the next run to show ([`crate::integrity::journal::leave_report`]):
+//!   nothing writes to a terminal or a pipe nobody may read any more.
+//!
+//! The window a planted `.envrc` or `.vscode/tasks.json` stays in place is
+//! the time the kernel takes to end the sandbox plus the checks themselves.
+
+use std::io::BufRead;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::integrity::journal;
+
+/// What sbx writes on the pipe once its checks are made.
+const DONE: &str = "done";
+/// What sbx writes before each sandbox it starts, with its ready pipe.
+const PIPE: &str = "pipe";
+
+/// The guardian of one run, seen from sbx: the write end of its pipe.
+pub struct Guardian {
+    tell: OwnedFd,
+}
+
+impl Guardian {
+    /// Tell it the ready pipe of a sandbox about to start (before it does).
+    pub fn watch(&self, ready: &OwnedFd) -> Result<()> {
+        let inode = nix::sys::stat::fstat(ready.as_raw_fd())
+            .context("reading the ready pipe")?
+            .st_ino;
+        self.say(&format!("{PIPE} {inode}"))
+    }
+
+    /// One line: short, so one write that is never split.
+    fn say(&self, line: &str) -> Result<()> {
+        nix::unistd::write(&self.tell, format!("{line}\n").as_bytes())
+            .context("writing to the guardian")?;
+        Ok(())
+    }
+}
+
+impl Drop for Guardian {
+    /// sbx is ending normally (its checks are made, or nothing ran).
+    fn drop(&mut self) {
+        let _ = self.say(DONE);
+    }
+}
+
+/// Start the guardian of a run whose note is in `cache`.
+pub fn start(cache: &Path) -> Result<Guardian> {
+    let (read, write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating a pipe")?;
+    let sbx = std::env::current_exe().context("finding sbx")?;
+    std::process::Command::new(sbx)
+        .arg("__guard")
+        .arg("--cache")
+        .arg(cache)
+        .stdin(Stdio::from(read))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .context("starting the guardian")?;
+    Ok(Guardian { tell: write })
+}
+
+/// `sbx __guard`: wait for the end of the run, and make its checks if sbx
+/// could not.
+pub fn guard(cache: &Path) -> Result<ExitCode> {
+    use nix::sys::signal::{SigSet, Signal};
+    // Signals for the terminal's or the agent's process group are not for
+    // it: it ends when the pipe says so.
+    let mut blocked = SigSet::empty();
+    for signal in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGTSTP,
+        Signal::SIGTTIN,
+        Signal::SIGTTOU,
+    ] {
+        blocked.add(signal);
+    }
+    blocked.thread_block().context("blocking signals")?;
+    let mut pipes: Vec<u64> = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line == DONE {
+            return Ok(ExitCode::SUCCESS);
+        }
+        if let Some(inode) = line.strip_prefix(PIPE).and_then(|i| i.trim().parse().ok()) {
+            pipes.push(inode);
+        }
+    }
+    // sbx is gone without saying it was done: so goes its sandbox.
+    end_sandboxes(&pipes);
+    let _checking = journal::begin_checking(cache)?;
+    let said = std::cell::RefCell::new(Vec::<String>::new());
+    let clean = journal::recover(cache, &|text| said.borrow_mut().push(text.to_string()));
+    let said = said.take();
+    if !said.is_empty() {
+        journal::leave_report(cache, clean, &said)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Kill every process that holds one of the ready `pipes`, until none
+/// is left (ten minutes at most: a process stuck in the kernel is left to
+/// the next run, whose checks come later).
+fn end_sandboxes(pipes: &[u64]) {
+    let start = Instant::now();
+    loop {
+        let holders = holding(pipes);
+        if holders.is_empty() {
+            return;
+        }
+        if start.elapsed() > Duration::from_secs(600) {
+            std::process::exit(0);
+        }
+        for (pid, _) in &holders {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        // Gone, or a zombie: a sandbox's first process is one only once
+        // every other process of its namespace has ended.
+        for (pid, key) in &holders {
+            while journal::process_key(*pid).as_deref() == Some(key.as_str()) {
+                if start.elapsed() > Duration::from_secs(600) {
+                    std::process::exit(0);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+/// The processes (PID and start key) that have one of `pipes` open.
+fn holding(pipes: &[u64]) -> Vec<(u32, String)> {
+    let wanted: Vec<String> = pipes.iter().map(|i| format!("pipe:[{i}]")).collect();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|l| wanted.iter().any(|w| l.as_os_str() == w.as_str()))
+        });
+        if holds && pid != std::process::id() {
+            if let Some(key) = journal::process_key(pid) {
+                found.push((pid, key));
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_holders_of_a_pipe_are_found_and_ended() {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        let inode = nix::sys::stat::fstat(read.as_raw_fd()).unwrap().st_ino;
+        // A child holding the pipe (its standard input), as a sandbox does.
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .stdin(Stdio::from(read))
+            .spawn()
+            .unwrap();
+        drop(write);
+        let holders = holding(&[inode]);
+        assert_eq!(holders.len(), 1, "{holders:?}");
+        assert_eq!(holders[0].0, child.id());
+        end_sandboxes(&[inode]);
+        assert!(child.wait().unwrap().code().is_none(), "killed by a signal");
+        assert!(holding(&[inode]).is_empty());
+    }
+}
