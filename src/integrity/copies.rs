@@ -57,8 +57,17 @@ pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bo
     let local = std::cell::OnceCell::new();
     for (i, config) in configs.iter().enumerate() {
         let after = match super::identity::read_regular_file(&dir.join(i.to_string()), 1 << 20) {
-            Ok(Some(after)) if after != config.before => after,
-            _ => continue,
+            Ok(Some(after)) if after == config.before => continue,
+            Ok(Some(after)) => after,
+            // git writes a file; something else put this there.
+            Ok(None) | Err(_) => {
+                warn(&format!(
+                    "{}: the sandboxed command's copy of it was removed or replaced by something that is not a config file; nothing was applied",
+                    config.path.display()
+                ));
+                clean = false;
+                continue;
+            }
         };
         let parsed = gitconfig::read(&config.before)
             .and_then(|before| gitconfig::read(&after).map(|after| (before, after)));
@@ -80,7 +89,7 @@ pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bo
         let failed = write(&config.path, &changes);
         if !changes.refused.is_empty() {
             warn(&format!(
-                "{}: refused settings the sandboxed command made, which git could act on outside the sandbox: [{}]; everyday ones were applied (run the refused ones yourself if you want them)",
+                "{}: refused the settings the sandboxed command made, as some are not everyday ones git may act on outside the sandbox: [{}]; nothing was applied (make the changes yourself if you want them)",
                 config.path.display(),
                 crate::banner::sanitize(&changes.refused.join(", "))
             ));
@@ -139,7 +148,7 @@ pub fn changes(before: &[Entry], after: &[Entry], local: &dyn Fn(&str) -> bool) 
                     value: v.clone(),
                     ..e.clone()
                 };
-                old.contains(v) || allowed(&candidate, before, after, local)
+                old.contains(v) || allowed(&candidate, local)
             });
         if ok {
             out.set.push((e.full_key.clone(), new));
@@ -157,6 +166,14 @@ pub fn changes(before: &[Entry], after: &[Entry], local: &dyn Fn(&str) -> bool) 
             }
         }
     }
+    out.refused.extend(dangling_remotes(before, after));
+    // All or nothing: a refused change applied in part could leave the
+    // rest pointing somewhere it was not meant to (a branch naming a remote
+    // whose URL was refused is a path to git).
+    if !out.refused.is_empty() {
+        out.set.clear();
+        return out;
+    }
     // A section whose every key is gone, all of them allowed to go, is
     // removed whole (no empty header is left behind).
     let sections: BTreeSet<&str> = before.iter().map(|e| section_of(&e.full_key)).collect();
@@ -166,6 +183,47 @@ pub fn changes(before: &[Entry], after: &[Entry], local: &dyn Fn(&str) -> bool) 
             out.removed_sections.push(section.to_string());
             out.set
                 .retain(|(key, values)| !(values.is_empty() && section_of(key) == section));
+        }
+    }
+    out
+}
+
+/// The keys whose value names a remote, which git takes for a URL or a
+/// path when no remote of that name (exactly: names are case-sensitive)
+/// has a URL.
+const REMOTE_REFERENCES: &[&str] = &["branch.remote", "branch.pushremote", "remote.pushdefault"];
+
+/// What the changes leave pointing at a remote without a URL, judged on
+/// the whole config after the run: a new reference must name a remote
+/// with a URL (or `.`, this repository), and a remote's URL may go only
+/// with the whole remote, nothing still naming it.
+fn dangling_remotes(before: &[Entry], after: &[Entry]) -> Vec<String> {
+    let has_url = |list: &[Entry], name: &str| {
+        list.iter()
+            .any(|e| e.key == "remote.url" && e.full_key == format!("remote.{name}.url"))
+    };
+    let mut out = Vec::new();
+    for e in after
+        .iter()
+        .filter(|e| REMOTE_REFERENCES.contains(&e.key.as_str()))
+    {
+        let known = before
+            .iter()
+            .any(|b| b.full_key == e.full_key && b.value == e.value);
+        let broken = e.value != "." && !has_url(after, &e.value);
+        if broken && (!known || has_url(before, &e.value)) {
+            out.push(format!(
+                "{}={} (no remote of that name)",
+                e.full_key, e.value
+            ));
+        }
+    }
+    for e in before.iter().filter(|e| e.key == "remote.url") {
+        let section = section_of(&e.full_key);
+        let remains = after.iter().any(|a| section_of(&a.full_key) == section);
+        let text = format!("{} (removed while {section} remains)", e.full_key);
+        if !after.iter().any(|a| a.full_key == e.full_key) && remains && !out.contains(&text) {
+            out.push(text);
         }
     }
     out
@@ -195,21 +253,13 @@ fn allowed_key(key: &str) -> bool {
     INIT_KEYS.contains(&key) || EVERYDAY_KEYS.contains(&key) || MORE.contains(&key)
 }
 
-/// Whether one new value of an allowed key may be applied.
-fn allowed(e: &Entry, before: &[Entry], after: &[Entry], local: &dyn Fn(&str) -> bool) -> bool {
-    let remote_named = |name: &str| {
-        before.iter().chain(after).any(|r| {
-            r.key == "remote.url"
-                && r.full_key
-                    .eq_ignore_ascii_case(&format!("remote.{name}.url"))
-        })
-    };
+/// Whether one new value of an allowed key may be applied. What a value
+/// naming a remote points at is judged on the whole config
+/// ([`dangling_remotes`]).
+fn allowed(e: &Entry, local: &dyn Fn(&str) -> bool) -> bool {
     allowed_key(&e.key)
         && match e.key.as_str() {
             "remote.url" | "remote.pushurl" | "submodule.url" => network_url(&e.value, local),
-            // A remote's name, or `.` (this repository); for git a URL or
-            // a path otherwise.
-            "branch.remote" | "branch.pushremote" => e.value == "." || remote_named(&e.value),
             // `!command` runs the command.
             "submodule.update" => {
                 matches!(e.value.as_str(), "checkout" | "rebase" | "merge" | "none")
@@ -226,17 +276,21 @@ pub fn network_url(value: &str, local: &dyn Fn(&str) -> bool) -> bool {
     if value.is_empty() || value.contains(|c: char| c.is_whitespace() || c.is_control()) {
         return false;
     }
-    let host = if value.contains("://") {
+    let (raw, over_ssh) = if value.contains("://") {
         let Ok(url) = url::Url::parse(value) else {
             return false;
         };
-        let scheme_ok = matches!(
-            url.scheme(),
-            "https" | "http" | "ssh" | "git" | "git+ssh" | "ssh+git"
-        );
-        match url.host() {
-            Some(host) if scheme_ok => host.to_owned(),
+        let over_ssh = match url.scheme() {
+            "https" | "http" => false,
+            "ssh" | "git" | "git+ssh" | "ssh+git" => true,
             _ => return false,
+        };
+        match url.host_str() {
+            Some(host) => (
+                host.trim_matches(|c| c == '[' || c == ']').to_string(),
+                over_ssh,
+            ),
+            None => return false,
         }
     } else {
         // scp-like: no slash before the first colon, and no `::`.
@@ -246,22 +300,32 @@ pub fn network_url(value: &str, local: &dyn Fn(&str) -> bool) -> bool {
         if head.contains('/') || value.contains("::") {
             return false;
         }
-        let name = head.rsplit_once('@').map_or(head, |(_, h)| h);
-        if name.starts_with('-') {
-            return false;
-        }
-        // Read as a URL's host is: `127.1` and `0x7f.1` are addresses.
-        match url::Host::parse(name) {
-            Ok(host) => host,
-            Err(_) => return false,
-        }
+        (
+            head.rsplit_once('@').map_or(head, |(_, h)| h).to_string(),
+            true,
+        )
+    };
+    if raw.is_empty() || raw.starts_with('-') {
+        return false;
+    }
+    // Read the way a resolver does (`127.1`, `2130706433`, `%6cocalhost`):
+    // the `url` crate leaves the host of an ssh or git URL as written.
+    let host = match url::Host::parse(&raw).or_else(|_| url::Host::parse(&format!("[{raw}]"))) {
+        Ok(host) => host,
+        Err(_) => return false,
     };
     match host {
+        // ssh names a machine by DNS name; an address there is this
+        // machine's or a neighbour's too often to tell.
+        url::Host::Ipv4(_) | url::Host::Ipv6(_) if over_ssh => false,
         url::Host::Ipv4(a) => !is_loopback(a.into()) && !local(&a.to_string()),
         url::Host::Ipv6(a) => !is_loopback(a.into()) && !local(&a.to_string()),
         url::Host::Domain(name) => {
             let name = name.trim_end_matches('.').to_ascii_lowercase();
-            !name.is_empty() && !name.starts_with('-') && !local(&name)
+            // A single label over ssh may be an alias of ~/.ssh/config or
+            // a name the resolver's search list completes.
+            let plain = !over_ssh || name.contains('.');
+            plain && !name.is_empty() && !name.starts_with('-') && !local(&name)
         }
     }
 }
@@ -341,6 +405,8 @@ fn write(path: &Path, changes: &Changes) -> Option<String> {
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("HOME", "/nonexistent")
+            // No repository is discovered from here.
+            .current_dir("/")
             .stdin(std::process::Stdio::null())
             .output()
             .map_err(|e| format!("running {TRUSTED_GIT}: {e}"))
@@ -382,9 +448,9 @@ mod tests {
     const BASE: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.com/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n";
 
     #[test]
-    fn everyday_changes_are_applied_and_the_rest_refused_by_name() {
+    fn everyday_changes_are_applied() {
         let after = format!(
-            "{BASE}[branch \"topic\"]\n\tremote = origin\n\tmerge = refs/heads/main\n[user]\n\temail = a@example.com\n[core]\n\tfsmonitor = /tmp/x\n[alias]\n\tst = !sh\n"
+            "{BASE}[branch \"topic\"]\n\tremote = origin\n\tmerge = refs/heads/main\n[user]\n\temail = a@example.com\n"
         );
         let c = changes(&entries(BASE), &entries(&after), &no_local);
         assert_eq!(
@@ -401,8 +467,51 @@ mod tests {
                 ("user.email".to_string(), vec!["a@example.com".to_string()]),
             ]
         );
+        assert!(c.refused.is_empty());
+    }
+
+    #[test]
+    fn one_refused_change_stops_them_all_and_each_is_named() {
+        let after = format!(
+            "{BASE}[user]\n\temail = a@example.com\n[core]\n\tfsmonitor = /tmp/x\n[alias]\n\tst = !sh\n"
+        );
+        let c = changes(&entries(BASE), &entries(&after), &no_local);
         assert_eq!(c.refused, vec!["core.fsmonitor=/tmp/x", "alias.st=!sh"]);
-        assert!(c.removed_sections.is_empty());
+        assert!(c.set.is_empty() && c.removed_sections.is_empty(), "{c:?}");
+    }
+
+    /// Review findings: a branch naming a remote whose URL was refused, a
+    /// remote named in another case, a remote's URL removed (git then
+    /// takes the name for a path).
+    #[test]
+    fn nothing_is_left_naming_a_remote_without_a_url() {
+        for (after, refused) in [
+            (
+                format!("{BASE}[remote \"/tmp/evil\"]\n\turl = /tmp/evil\n[branch \"main\"]\n\tpushremote = /tmp/evil\n"),
+                // Refused, so nothing is applied: not the branch either.
+                vec!["remote./tmp/evil.url=/tmp/evil"],
+            ),
+            (
+                format!("{BASE}[branch \"main\"]\n\tremote = ORIGIN\n"),
+                vec!["branch.main.remote=ORIGIN (no remote of that name)"],
+            ),
+            (
+                "[core]\n\trepositoryformatversion = 0\n\tbare = false\n[remote \"origin\"]\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n".to_string(),
+                vec!["remote.origin.url (removed while remote.origin remains)"],
+            ),
+        ] {
+            let c = changes(&entries(BASE), &entries(&after), &no_local);
+            assert_eq!(c.refused, refused, "{after}");
+            assert!(c.set.is_empty(), "{c:?}");
+        }
+        // An existing branch still naming the removed remote.
+        let before = format!("{BASE}[branch \"main\"]\n\tremote = origin\n");
+        let after = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n[branch \"main\"]\n\tremote = origin\n";
+        let c = changes(&entries(&before), &entries(after), &no_local);
+        assert_eq!(
+            c.refused,
+            vec!["branch.main.remote=origin (no remote of that name)"]
+        );
     }
 
     #[test]
@@ -431,6 +540,16 @@ mod tests {
             ("ssh://git@MyHost./r.git", false),
             ("http://10.0.0.8/r.git", true),
             ("http://10.0.0.9/r.git", false),
+            // Review findings: ssh and git URLs' hosts as ssh reads them.
+            ("ssh://127.1/x", false),
+            ("ssh://0/x", false),
+            ("git://2130706433/x", false),
+            ("ssh://%31%32%37.0.0.1/x", false),
+            ("ssh://%6cocalhost/x", false),
+            ("ssh://10.0.0.8/x", false),
+            ("ssh://myalias/x", false),
+            ("myalias:r.git", false),
+            ("git+ssh://git@gitlab.example.com/r.git", true),
         ] {
             let after = format!("{BASE}[remote \"up\"]\n\turl = {url}\n");
             let names = ["myhost".to_string(), "10.0.0.9".to_string()];
@@ -446,6 +565,7 @@ mod tests {
             (".", true),
             ("/tmp/evil", false),
             ("nope", false),
+            ("ORIGIN", false),
         ] {
             let after = format!("{BASE}[branch \"t\"]\n\tremote = {remote}\n");
             let c = changes(&entries(BASE), &entries(&after), &no_local);
@@ -458,9 +578,12 @@ mod tests {
         let before = format!("{BASE}[core]\n\thookspath = .githooks\n");
         let after = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n";
         let c = changes(&entries(&before), &entries(after), &no_local);
-        assert_eq!(c.removed_sections, vec!["remote.origin"]);
-        assert!(c.set.is_empty());
         assert_eq!(c.refused, vec!["core.hookspath (removed)"]);
+        assert!(c.set.is_empty() && c.removed_sections.is_empty(), "{c:?}");
+        // Without the refused part, the remote goes whole.
+        let c = changes(&entries(BASE), &entries(after), &no_local);
+        assert_eq!(c.removed_sections, vec!["remote.origin"]);
+        assert!(c.set.is_empty() && c.refused.is_empty(), "{c:?}");
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub fn read(content: &[u8]) -> Result<Vec<Entry>, String> {
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("HOME", "/nonexistent")
+        // No repository is discovered from here.
+        .current_dir("/")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

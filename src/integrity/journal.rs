@@ -173,9 +173,10 @@ fn recover_pass(cache: &Path, mine: &str, warn: &dyn Fn(&str)) -> (bool, bool) {
             continue;
         }
         // What a guardian's checks said (its run's sbx was killed): shown
-        // now, once.
+        // now, once. Whole once it has its name, even while the guardian
+        // that wrote it is still exiting.
         if let Some(key) = name.strip_prefix("report-") {
-            if dead(key) && !show_report(&entry.path(), warn) {
+            if key != mine && !show_report(&entry.path(), warn) {
                 clean = false;
             }
             continue;

@@ -686,7 +686,6 @@ git remote add origin https://example.invalid/r.git
 git update-ref refs/remotes/origin/main HEAD
 git switch -q -c topic --track origin/main
 git config --local user.email me@example.invalid
-git config core.fsmonitor "$1"
 echo "UID=$(id -u)"
 grep '^Cap' /proc/self/status
 echo DONE"#,
@@ -720,7 +719,20 @@ echo DONE"#,
         host_config(&world, repo, "user.email"),
         ["me@example.invalid"]
     );
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert!(copies_left(&world).is_empty(), "{:?}", copies_left(&world));
+    // One setting that is not everyday stops the run's changes, all of
+    // them, named.
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"git config user.name Someone && git config core.fsmonitor "$1" && echo DONE"#,
+        &[&planted(&world)],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
     assert_fsmonitor_refused(&out, &repo.join(".git/config"));
+    assert!(host_config(&world, repo, "user.name").is_empty());
     assert!(copies_left(&world).is_empty(), "{:?}", copies_left(&world));
     host_git(&world, repo);
 }
@@ -772,4 +784,65 @@ fn nix_uid() -> u32 {
     std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
         .unwrap()
+}
+
+/// Review of the config copies: a setting that names a remote can point
+/// git at a path when no remote of that (case-sensitive) name has a URL;
+/// a push there runs the hooks of a bare repository the command made.
+/// Each way is refused whole (exit 125) and the user's `git push` runs
+/// nothing.
+#[test]
+fn config_changes_never_leave_git_pushing_to_a_path() {
+    require_sandbox!();
+    for (name, change) in [
+        (
+            "ORIGIN",
+            "git config branch.main.remote ORIGIN && git config branch.main.merge refs/heads/main",
+        ),
+        ("origin", "git config --unset remote.origin.url"),
+        (
+            "evil",
+            "git config remote.evil.url ./evil && git config branch.main.pushRemote ./evil",
+        ),
+    ] {
+        let world = World::new();
+        world.git_repo();
+        util::git(
+            &world.project,
+            &["remote", "add", "origin", "https://example.invalid/r.git"],
+        );
+        let before = read(&world.project.join(".git/config"));
+        let out = sbx_sh(
+            &world,
+            &world.project,
+            &[],
+            &format!(
+                r#"git init -q --bare "{name}" && printf '#!/bin/sh\n%s\n' "$1" > "{name}/hooks/pre-receive" && chmod +x "{name}/hooks/pre-receive" && {change} && echo CHANGED"#
+            ),
+            &[&planted(&world)],
+        );
+        assert!(stdout(&out).contains("CHANGED"), "{name}: {}", both(&out));
+        let _ = world
+            .host_cmd("git")
+            .args(["push", "-q", "origin", "main"])
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .current_dir(&world.project)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let _ = world
+            .host_cmd("git")
+            .args(["push", "-q"])
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .current_dir(&world.project)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            !git_marker(&world).exists(),
+            "{name}: a push ran the planted hook"
+        );
+        assert_eq!(read(&world.project.join(".git/config")), before, "{name}");
+        assert_eq!(out.status.code(), Some(125), "{name}: {}", both(&out));
+    }
 }
