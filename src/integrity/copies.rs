@@ -108,6 +108,9 @@ pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bo
     clean
 }
 
+/// The most settings one run may change in one config.
+const MAX_CHANGES: usize = 64;
+
 /// What to do to a real config.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changes {
@@ -167,6 +170,14 @@ pub fn changes(before: &[Entry], after: &[Entry], local: &dyn Fn(&str) -> bool) 
         }
     }
     out.refused.extend(dangling_remotes(before, after));
+    // git rewrites the file once a setting: thousands would hold sbx for
+    // minutes after the command.
+    let count = out.set.len();
+    if count > MAX_CHANGES {
+        out.refused.push(format!(
+            "{count} settings changed at once (at most {MAX_CHANGES} are applied)"
+        ));
+    }
     // All or nothing: a refused change applied in part could leave the
     // rest pointing somewhere it was not meant to (a branch naming a remote
     // whose URL was refused is a path to git).
@@ -197,7 +208,7 @@ const REMOTE_REFERENCES: &[&str] = &["branch.remote", "branch.pushremote", "remo
 /// the whole config after the run: a new reference must name a remote
 /// with a URL (or `.`, this repository), and a remote's URL may go only
 /// with the whole remote, nothing still naming it.
-fn dangling_remotes(before: &[Entry], after: &[Entry]) -> Vec<String> {
+pub fn dangling_remotes(before: &[Entry], after: &[Entry]) -> Vec<String> {
     let has_url = |list: &[Entry], name: &str| {
         list.iter()
             .any(|e| e.key == "remote.url" && e.full_key == format!("remote.{name}.url"))
@@ -394,12 +405,60 @@ fn is_local(host: &str, names: &[String]) -> bool {
 
 /// Apply `changes` to the config at `path` with git; what failed, if
 /// anything.
+///
+/// All at once: git changes one setting a call, so the calls go to a copy
+/// of the file beside it, which replaces it (a rename) only when the result
+/// as a whole names no remote without a URL and the file has not changed
+/// meanwhile. Half applied, a change set could send the user's git to a
+/// path for as long as the calls take (or for good, if sbx is killed then).
 fn write(path: &Path, changes: &Changes) -> Option<String> {
+    use super::identity::{read_regular_file, Identity};
+    if changes.set.is_empty() && changes.removed_sections.is_empty() {
+        return None;
+    }
+    let identity = Identity::of(path);
+    let now = match read_regular_file(path, 1 << 20) {
+        Ok(Some(now)) => now,
+        _ => return Some("it cannot be read now".into()),
+    };
+    let name = format!(
+        "{}.sbx-apply-{}",
+        path.file_name()
+            .map_or("config".into(), |n| n.to_string_lossy()),
+        std::process::id()
+    );
+    let staged = path.with_file_name(name);
+    let result = stage(&staged, path, &now, changes);
+    let result = result.and_then(|()| {
+        if Identity::of(path) != identity {
+            return Err("it changed on the host meanwhile".into());
+        }
+        std::fs::rename(&staged, path).map_err(|e| format!("replacing it: {e}"))
+    });
+    let _ = std::fs::remove_file(&staged);
+    result.err()
+}
+
+/// Write `now` (the content of `real`, with its permissions) to `staged`,
+/// apply `changes` there, and check the result.
+fn stage(staged: &Path, real: &Path, now: &[u8], changes: &Changes) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mode = std::fs::metadata(real).map_or(0o644, |m| m.permissions().mode() & 0o777);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(staged)
+        .map_err(|e| format!("writing {}: {e}", staged.display()))?;
+    file.write_all(now)
+        .map_err(|e| format!("writing {}: {e}", staged.display()))?;
+    drop(file);
     let git = |args: &[&str]| -> Result<std::process::Output, String> {
         std::process::Command::new(TRUSTED_GIT)
             .arg("config")
             .arg("--file")
-            .arg(path)
+            .arg(staged)
             .args(args)
             .env_clear()
             .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -411,7 +470,6 @@ fn write(path: &Path, changes: &Changes) -> Option<String> {
             .output()
             .map_err(|e| format!("running {TRUSTED_GIT}: {e}"))
     };
-    let mut failed: Vec<String> = Vec::new();
     for section in &changes.removed_sections {
         // Absent already (the user removed it meanwhile): nothing to do.
         let _ = git(&["--remove-section", section]);
@@ -420,17 +478,25 @@ fn write(path: &Path, changes: &Changes) -> Option<String> {
         // Exit 5: the key was not there.
         let _ = git(&["--unset-all", key]);
         for value in values {
-            match git(&["--add", key, value]) {
-                Ok(out) if out.status.success() => {}
-                Ok(out) => failed.push(format!(
+            let out = git(&["--add", key, value])?;
+            if !out.status.success() {
+                return Err(format!(
                     "{key}={value} ({})",
                     String::from_utf8_lossy(&out.stderr).trim()
-                )),
-                Err(why) => failed.push(why),
+                ));
             }
         }
     }
-    (!failed.is_empty()).then(|| failed.join("; "))
+    // The user may have changed the file during the run: the result is
+    // judged whole once more.
+    let result = std::fs::read(staged).map_err(|e| format!("reading {}: {e}", staged.display()))?;
+    let (before, after) =
+        gitconfig::read(now).and_then(|b| gitconfig::read(&result).map(|a| (b, a)))?;
+    let dangling = dangling_remotes(&before, &after);
+    if !dangling.is_empty() {
+        return Err(format!("the result would leave [{}]", dangling.join(", ")));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -616,5 +682,55 @@ mod tests {
         for host in ["github.com", "10.0.0.5", "boxes"] {
             assert!(!is_local(host, &names), "{host}");
         }
+    }
+
+    #[test]
+    fn more_than_a_few_dozen_changes_are_refused() {
+        let many: String = (0..65)
+            .map(|i| format!("[branch \"b{i}\"]\n\tdescription = x\n"))
+            .collect();
+        let c = changes(
+            &entries(BASE),
+            &entries(&format!("{BASE}{many}")),
+            &no_local,
+        );
+        assert_eq!(
+            c.refused,
+            vec!["65 settings changed at once (at most 64 are applied)"]
+        );
+        assert!(c.set.is_empty());
+    }
+
+    /// The user changed the file during the run: applied to what it is
+    /// now, a change that was fine against the old content may leave a
+    /// branch naming a remote that is gone. The file stays as it is.
+    #[test]
+    fn the_result_is_judged_whole_before_it_replaces_the_file() {
+        if !Path::new(TRUSTED_GIT).is_file() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let config = tmp.path().join("config");
+        let now = format!("{BASE}[branch \"main\"]\n\tremote = origin\n");
+        std::fs::write(&config, &now).unwrap();
+        let remove_origin = Changes {
+            removed_sections: vec!["remote.origin".into()],
+            ..Changes::default()
+        };
+        let failed = write(&config, &remove_origin).unwrap();
+        assert!(failed.contains("branch.main.remote=origin"), "{failed}");
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), now);
+        // Nothing is left beside it.
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+        // A change that leaves the whole sound replaces it.
+        let email = Changes {
+            set: vec![("user.email".into(), vec!["a@example.com".into()])],
+            ..Changes::default()
+        };
+        assert_eq!(write(&config, &email), None);
+        assert!(std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("a@example.com"));
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
     }
 }

@@ -270,7 +270,9 @@ pub fn check_git_configs(configs: &[GitConfigWatch], warn: &dyn Fn(&str)) -> boo
                 continue;
             }
         };
-        let new = new_unusual(&before, &after);
+        let mut new = new_unusual(&before, &after);
+        // A setting that was there may now name a remote that is gone.
+        new.extend(super::copies::dangling_remotes(&before, &after));
         if !new.is_empty() {
             warn(&format!(
                 "{} was replaced during the run (git on the host rewrites it, which lets the sandbox write it too) and now has settings it did not have before that git may act on outside the sandbox: [{}]; review them before using git there",

@@ -143,19 +143,27 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
     let dir = dir(cache);
     let mine = process_key(std::process::id()).unwrap_or_default();
     wait_for_guardians(&dir, &mine);
-    let (clean, busy) = recover_pass(cache, &mine, warn);
+    let (clean, busy) = recover_pass(cache, &mine, true, warn);
     if !busy {
         return clean;
     }
     // A note another live process took over: a guardian that began after
     // the wait above. Its report is shown once it is written.
     wait_for_guardians(&dir, &mine);
-    recover_pass(cache, &mine, warn).0 && clean
+    recover_pass(cache, &mine, true, warn).0 && clean
 }
 
-/// One look at the pending directory (see [`recover`]); whether it left
-/// nothing to review, and whether another live process is checking a note.
-fn recover_pass(cache: &Path, mine: &str, warn: &dyn Fn(&str)) -> (bool, bool) {
+/// [`recover`] for a guardian: without waiting for other guardians (two
+/// would wait for each other), and leaving the reports to the next run.
+pub fn recover_now(cache: &Path, warn: &dyn Fn(&str)) -> bool {
+    let mine = process_key(std::process::id()).unwrap_or_default();
+    recover_pass(cache, &mine, false, warn).0
+}
+
+/// One look at the pending directory (see [`recover`]), showing the
+/// guardians' reports with `reports`; whether it left nothing to review,
+/// and whether another live process is checking a note.
+fn recover_pass(cache: &Path, mine: &str, reports: bool, warn: &dyn Fn(&str)) -> (bool, bool) {
     let dir = dir(cache);
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return (true, false);
@@ -176,7 +184,7 @@ fn recover_pass(cache: &Path, mine: &str, warn: &dyn Fn(&str)) -> (bool, bool) {
         // now, once. Whole once it has its name, even while the guardian
         // that wrote it is still exiting.
         if let Some(key) = name.strip_prefix("report-") {
-            if key != mine && !show_report(&entry.path(), warn) {
+            if reports && key != mine && !show_report(&entry.path(), warn) {
                 clean = false;
             }
             continue;
@@ -184,7 +192,12 @@ fn recover_pass(cache: &Path, mine: &str, warn: &dyn Fn(&str)) -> (bool, bool) {
         // A killed run's private git config copies: never applied (see
         // `copies`), only removed.
         if let Some(key) = name.strip_prefix("copies-") {
-            if dead(key) {
+            // Only a run's own (`PID-START`); `copies-PER-RUN`, which `sbx
+            // profile` names, may be a dry run's, made by hand.
+            let a_runs = key
+                .split('-')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+            if a_runs && dead(key) {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
             continue;

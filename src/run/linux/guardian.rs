@@ -106,6 +106,11 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
         blocked.add(signal);
     }
     blocked.thread_block().context("blocking signals")?;
+    // What sbx inherited without close-on-exec (a pipe an agent waits on
+    // for EOF) is not the guardian's to hold, nor is the directory it was
+    // started in.
+    close_inherited();
+    let _ = std::env::set_current_dir("/");
     let mut pipes: Vec<u64> = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
@@ -120,7 +125,7 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
     end_sandboxes(&pipes);
     let _checking = journal::begin_checking(cache)?;
     let said = std::cell::RefCell::new(Vec::<String>::new());
-    let clean = journal::recover(cache, &|text| said.borrow_mut().push(text.to_string()));
+    let clean = journal::recover_now(cache, &|text| said.borrow_mut().push(text.to_string()));
     let said = said.take();
     if !said.is_empty() {
         journal::leave_report(cache, clean, &said)?;
@@ -141,7 +146,11 @@ fn end_sandboxes(pipes: &[u64]) {
         if start.elapsed() > Duration::from_secs(600) {
             std::process::exit(0);
         }
-        for (pid, _) in &holders {
+        for (pid, key) in &holders {
+            // Still the same process (not a PID reused since the scan).
+            if journal::process_key(*pid).as_deref() != Some(key.as_str()) {
+                continue;
+            }
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(*pid as i32),
                 nix::sys::signal::Signal::SIGKILL,
@@ -157,6 +166,20 @@ fn end_sandboxes(pipes: &[u64]) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+    }
+}
+
+/// Close every descriptor above 2.
+fn close_inherited() {
+    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in fds {
+        let _ = nix::unistd::close(fd);
     }
 }
 
