@@ -15,8 +15,9 @@ pub struct Checks<'a> {
     watch: Vec<(PathBuf, Option<Identity>)>,
     git_configs: &'a [GitConfigWatch],
     /// The repositories under the project before the run, when they are in
-    /// a writable root (a new one there was made by the command).
-    repositories: Option<&'a Repositories>,
+    /// a writable root (a new one there was made by the command), and those
+    /// of the other writable roots.
+    repositories: Vec<&'a Repositories>,
     /// sbx's cache directory (the walk's cache).
     cache: Option<PathBuf>,
     /// The run's private git config copies, applied after it, and the
@@ -38,15 +39,20 @@ impl<'a> Checks<'a> {
         copies: Option<&Path>,
     ) -> Result<Checks<'a>> {
         let watch = watch_list(policy);
-        let repositories = policy.repositories.as_ref().filter(|r| {
-            policy
-                .writable
-                .iter()
-                .any(|w| r.scan_root.starts_with(w) || w.starts_with(&r.scan_root))
-        });
+        let repositories: Vec<&Repositories> = policy
+            .repositories
+            .iter()
+            .filter(|r| {
+                policy
+                    .writable
+                    .iter()
+                    .any(|w| r.scan_root.starts_with(w) || w.starts_with(&r.scan_root))
+            })
+            .chain(&policy.other_repositories)
+            .collect();
         let note = match cache {
             Some(c) => Some(
-                journal::write(c, &watch, &policy.git_configs, repositories)
+                journal::write(c, &watch, &policy.git_configs, &repositories)
                     .context("the run's note for the checks after it cannot be written, so the command was not run")?,
             ),
             None => None,
@@ -95,7 +101,7 @@ impl<'a> Checks<'a> {
                 clean = false;
             }
         }
-        if let Some(repositories) = self.repositories {
+        for repositories in &self.repositories {
             if !check_new_repositories(repositories, self.cache.as_deref(), warn) {
                 clean = false;
             }

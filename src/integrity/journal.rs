@@ -29,6 +29,9 @@ struct Note {
     /// The repositories under the project before the run.
     #[serde(default)]
     repositories: Option<Repositories>,
+    /// The repositories in the other writable roots before the run.
+    #[serde(default)]
+    other_repositories: Vec<Repositories>,
 }
 
 /// One watched path and its identity before the run.
@@ -78,7 +81,7 @@ pub fn write(
     cache: &Path,
     watch: &[(PathBuf, Option<Identity>)],
     git_configs: &[GitConfigWatch],
-    repositories: Option<&Repositories>,
+    repositories: &[&Repositories],
 ) -> anyhow::Result<Pending> {
     use anyhow::Context;
     use std::os::unix::fs::DirBuilderExt;
@@ -98,7 +101,9 @@ pub fn write(
             })
             .collect(),
         git_configs: git_configs.to_vec(),
-        repositories: repositories.cloned(),
+        // All are checked alike; the first keeps the field older notes had.
+        repositories: repositories.first().map(|r| (*r).clone()),
+        other_repositories: repositories.iter().skip(1).map(|r| (*r).clone()).collect(),
     })
     .context("writing down what the run watches")?;
     // Written whole, then renamed into place: a note is never read half
@@ -248,11 +253,12 @@ fn check_note(claimed: &Path, cache: &Path, warn: &dyn Fn(&str)) -> bool {
     if !super::gitconfig::check_git_configs(&note.git_configs, warn) {
         clean = false;
     }
-    let made = note
-        .repositories
-        .as_ref()
-        .is_some_and(|r| !super::repositories::check_new_repositories(r, Some(cache), warn));
-    clean && !made
+    for r in note.repositories.iter().chain(&note.other_repositories) {
+        if !super::repositories::check_new_repositories(r, Some(cache), warn) {
+            clean = false;
+        }
+    }
+    clean
 }
 
 /// A guardian making a killed run's checks (`run/linux/guardian.rs`): its
@@ -358,7 +364,7 @@ mod tests {
         let planted = tmp.path().join(".envrc");
         let watch = vec![(planted.clone(), None)];
         // This run's own note is not touched while it runs.
-        let pending = write(&cache, &watch, &[], None).unwrap();
+        let pending = write(&cache, &watch, &[], &[]).unwrap();
         std::fs::write(&planted, "evil").unwrap();
         assert!(recover(&cache, &|_| {}));
         assert!(planted.exists());
@@ -382,7 +388,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = tmp.path().join("cache");
         let planted = tmp.path().join(".envrc");
-        let pending = write(&cache, &[(planted.clone(), None)], &[], None).unwrap();
+        let pending = write(&cache, &[(planted.clone(), None)], &[], &[]).unwrap();
         let name = pending
             .0
             .file_name()
@@ -428,7 +434,7 @@ mod tests {
         let planted = tmp
             .path()
             .join(std::ffi::OsStr::from_bytes(b"sub\xff\n.envrc"));
-        let pending = write(&cache, &[(planted.clone(), None)], &[], None).unwrap();
+        let pending = write(&cache, &[(planted.clone(), None)], &[], &[]).unwrap();
         std::fs::rename(&pending.0, dir(&cache).join("run-0-1.json")).unwrap();
         std::mem::forget(pending);
         std::fs::write(&planted, "evil").unwrap();
@@ -441,7 +447,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = tmp.path().join("cache");
         let planted = tmp.path().join(".envrc");
-        let pending = write(&cache, &[(planted.clone(), None)], &[], None).unwrap();
+        let pending = write(&cache, &[(planted.clone(), None)], &[], &[]).unwrap();
         std::fs::rename(&pending.0, dir(&cache).join("claimed-0-1-run-0-2.json")).unwrap();
         std::mem::forget(pending);
         std::fs::write(&planted, "evil").unwrap();
@@ -470,7 +476,7 @@ mod tests {
         let kept = tmp.path().join(".envrc");
         std::fs::write(&kept, "mine").unwrap();
         let watch = vec![(kept.clone(), Identity::of(&kept))];
-        let pending = write(&cache, &watch, &[], None).unwrap();
+        let pending = write(&cache, &watch, &[], &[]).unwrap();
         std::fs::rename(&pending.0, dir(&cache).join("run-0-1.json")).unwrap();
         std::mem::forget(pending);
         assert!(recover(&cache, &|_| {}));

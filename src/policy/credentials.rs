@@ -10,6 +10,7 @@ use super::settings::Settings;
 use super::{Credential, Kind, Places, Platform};
 use crate::config::FsSetting;
 use crate::envscan::is_env_file_name;
+use crate::integrity::identity::Repositories;
 
 /// Credentials: the built-in list plus `deny_read`, at written and real path.
 pub(super) fn listed(s: &Settings, places: &Places, writable: &[PathBuf]) -> Vec<Credential> {
@@ -124,6 +125,40 @@ pub(super) fn env_files(places: &Places) -> EnvFiles {
         git_entries: found.git_entries,
         scan_root: Some(scan_root),
     }
+}
+
+/// The repositories in the writable roots the project's walk does not
+/// cover (`--writable ~/src`): each root walked the same way (from the
+/// walk's cache), for its `.git` entries. Not the system's `/tmp` (shared
+/// with every user and every tool: its content is not the user's
+/// repositories), not home or a directory above it (the whole home walked
+/// on every run), not sbx's own tool caches.
+pub(super) fn other_repositories(
+    places: &Places,
+    writable: &[PathBuf],
+    scan_root: Option<&Path>,
+) -> Vec<Repositories> {
+    let Some(scan_root) = scan_root.filter(|_| places.host.scan_env_files) else {
+        return Vec::new();
+    };
+    let cache = places.host.cache_dir.as_deref();
+    writable
+        .iter()
+        .filter(|w| !w.starts_with(scan_root))
+        .filter(|w| !places.home_real.starts_with(w))
+        .filter(|w| !cache.is_some_and(|c| w.starts_with(c)))
+        .filter(|w| !matches!(w.to_str(), Some("/tmp" | "/private/tmp" | "/var/tmp")))
+        .map(|root| {
+            let found = crate::envscan::walk(root, cache);
+            Repositories {
+                scan_root: root.clone(),
+                modules: super::runs_later::module_dirs(&found.git_entries),
+                indexes: Repositories::index_identities(&found.git_entries),
+                git_entries: found.git_entries,
+                unreadable: found.unreadable,
+            }
+        })
+        .collect()
 }
 
 /// dotenv loaders also look in the directories above the project

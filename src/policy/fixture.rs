@@ -62,6 +62,7 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
         ],
         env_files: vec![project.join(".env"), project.join("sub/.env.local")],
         repositories: None,
+        other_repositories: Vec::new(),
         placeholder: home.join(".cache/sbx/empty"),
         network: Network::Deny,
         unix_sockets: false,

@@ -176,6 +176,10 @@ pub struct Policy {
     // `git_configs`).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub repositories: Option<Repositories>,
+    /// The repositories in the other writable roots, walked the same way
+    /// (`credentials::other_repositories`).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub other_repositories: Vec<Repositories>,
     /// The empty, unreadable file bound over credential files (in sbx's
     /// cache directory, which is read-only inside if it lies in a writable root).
     pub placeholder: PathBuf,
@@ -294,10 +298,14 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         later = runs_later::RunsLater::find(&files, &s, &places, &writable)?;
     }
     let dotenv = credentials::env_files(&places);
+    let mut other_repositories = Vec::new();
     if restricted {
+        other_repositories =
+            credentials::other_repositories(&places, &writable, dotenv.scan_root.as_deref());
         let nested: Vec<PathBuf> = dotenv
             .git_entries
             .iter()
+            .chain(other_repositories.iter().flat_map(|r| &r.git_entries))
             .filter_map(|g| g.parent().map(Path::to_path_buf))
             .collect();
         later.add_repositories(&nested, &places, &writable)?;
@@ -333,6 +341,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
             git_entries: dotenv.git_entries,
             unreadable: dotenv.unreadable.clone(),
         }),
+        other_repositories,
         env_files: dotenv.files,
         placeholder,
         network: match s.network {

@@ -846,3 +846,36 @@ fn config_changes_never_leave_git_pushing_to_a_path() {
         assert_eq!(out.status.code(), Some(125), "{name}: {}", both(&out));
     }
 }
+
+/// A repository deeper inside a `--writable` directory than the directory
+/// itself was left with writable hooks and config (review finding): the
+/// other writable roots are walked for repositories like the project.
+#[test]
+fn repositories_deep_in_another_writable_root_are_protected_too() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let other = world.home.join("src");
+    let deep = other.join("team/app");
+    util::repo_with_commit(&deep);
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &["--writable", other.to_str().unwrap()],
+        r#"printf '#!/bin/sh\n%s\n' "$1" > "$2/.git/hooks/post-commit" 2>/dev/null && echo HOOK-WRITTEN
+git -C "$2" config core.fsmonitor "$1"
+git init -q "$3/new" && git -C "$3/new" config core.fsmonitor "$1"
+echo x > "$2/f" && echo TREE-WRITTEN"#,
+        &[
+            &planted(&world),
+            deep.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    assert!(stdout(&out).contains("TREE-WRITTEN"), "{}", both(&out));
+    assert!(!stdout(&out).contains("HOOK-WRITTEN"), "{}", both(&out));
+    assert_fsmonitor_refused(&out, &deep.join(".git/config"));
+    assert!(!present(&other.join("new/.git")), "{}", both(&out));
+    host_git(&world, &deep);
+    host_git(&world, &other.join("new"));
+}
