@@ -39,6 +39,8 @@ pub(super) const TOOL_CACHES: &[(&str, &str, &[&str])] = &[
         &[".cache/go-build", "Library/Caches/go-build"],
     ),
     ("UV_CACHE_DIR", "uv", &[".cache/uv"]),
+    ("PIP_CACHE_DIR", "pip", &[".cache/pip", "Library/Caches/pip"]),
+    ("GOMODCACHE", "go-mod", &["go/pkg/mod"]),
 ];
 
 /// Coding agents' own tokens, each with the agent's state directory. A

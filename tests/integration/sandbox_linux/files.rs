@@ -292,7 +292,8 @@ fn agent_tokens_are_readable_only_when_the_agents_directory_is_granted() {
     assert_no_line_starting(&none, "STATE-WRITTEN");
 }
 
-/// npm, go's build cache and uv fail without a writable cache. When theirs
+/// npm, go's build and module caches, uv and pip fail (or, pip, run
+/// without a cache) without a writable cache. When theirs
 /// in home is not writable, each project gets one of sbx's: writable, seen
 /// by no other project, while the user's own cache stays read-only.
 #[test]
@@ -302,6 +303,7 @@ fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
     std::fs::create_dir_all(world.home.join(".npm")).unwrap();
     let script =
         "echo \"npm=$npm_config_cache\"; echo \"go=$GOCACHE\"; echo \"uv=$UV_CACHE_DIR\"; \
+                  echo \"pip=$PIP_CACHE_DIR\"; echo \"gomod=$GOMODCACHE\"; \
                   touch \"$npm_config_cache/written\" && echo CACHE-WRITTEN; \
                   touch \"$HOME/.npm/written\" && echo OWN-WRITTEN";
     let out = Sbx.run_sh(&world, script);
@@ -317,7 +319,7 @@ fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
         "{}",
         both(&out)
     );
-    for var in ["go=", "uv="] {
+    for var in ["go=", "uv=", "pip=", "gomod="] {
         let line = text
             .lines()
             .find(|l| l.starts_with(var))
