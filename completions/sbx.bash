@@ -113,7 +113,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____inner)
-            opts="-h --allow-unix-sockets --ready-fd --proxy-socket --limit --config-copies --private-config --help"
+            opts="-h --allow-unix-sockets --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -128,6 +128,10 @@ _sbx() {
                     return 0
                     ;;
                 --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --network-hint)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

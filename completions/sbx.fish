@@ -102,6 +102,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand man" -s h -l help -d 'Print help
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l ready-fd -d 'A pipe on which to report that the sandbox is up' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l proxy-socket -d 'Relay 127.0.0.1:3128 inside the sandbox to this proxy socket' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l limit -d 'A resource limit for the command (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l network-hint -d 'Say, when the command fails, whether it tried the network this sandbox denies (`deny`) or reaches only through the proxy (`allowlist`)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l config-copies -d 'The run\'s directory of private git config copies (`N`, `N.link`)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l private-config -d 'A git config to mount the link `N.link` over, N counting from 0 in the order given (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l allow-unix-sockets -d 'Let the command create Unix sockets'

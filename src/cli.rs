@@ -192,6 +192,11 @@ pub struct InnerArgs {
     /// A resource limit for the command (repeatable).
     #[arg(long = "limit", value_name = "NAME=VALUE")]
     pub limits: Vec<String>,
+    /// Say, when the command fails, whether it tried the network this
+    /// sandbox denies (`deny`) or reaches only through the proxy
+    /// (`allowlist`).
+    #[arg(long, value_name = "MODE")]
+    pub network_hint: Option<String>,
     /// The run's directory of private git config copies (`N`, `N.link`).
     #[arg(long, value_name = "DIR")]
     pub config_copies: Option<PathBuf>,

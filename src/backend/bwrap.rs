@@ -279,6 +279,11 @@ fn inner_stage(
     for arg in policy.limits.inner_args() {
         a.flags(&[&arg]);
     }
+    match policy.network {
+        Network::Deny => a.flags(&["--network-hint", "deny"]),
+        Network::Allowlist(_) => a.flags(&["--network-hint", "allowlist"]),
+        Network::Allow => {}
+    }
     if let Some(dir) = copies {
         a.path("--config-copies", dir);
         for config in private_configs(policy) {
@@ -417,6 +422,8 @@ mod tests {
             "100",
             "--limit",
             "processes=4096",
+            "--network-hint",
+            "deny",
             "--",
             "echo",
             "hi",
@@ -482,6 +489,8 @@ mod tests {
                 "100",
                 "--limit",
                 "processes=4096",
+                "--network-hint",
+                "deny",
                 "--",
                 "echo",
             ],

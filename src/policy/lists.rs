@@ -39,7 +39,11 @@ pub(super) const TOOL_CACHES: &[(&str, &str, &[&str])] = &[
         &[".cache/go-build", "Library/Caches/go-build"],
     ),
     ("UV_CACHE_DIR", "uv", &[".cache/uv"]),
-    ("PIP_CACHE_DIR", "pip", &[".cache/pip", "Library/Caches/pip"]),
+    (
+        "PIP_CACHE_DIR",
+        "pip",
+        &[".cache/pip", "Library/Caches/pip"],
+    ),
     ("GOMODCACHE", "go-mod", &["go/pkg/mod"]),
 ];
 

@@ -318,6 +318,9 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     let shell = environment::shell(s.shell.as_deref());
     let mut env = environment::plan_env(host, s.env, &s.env_passthrough, &shell);
     env.add_tool_caches(&tool_caches);
+    if s.network == NetworkMode::Deny {
+        env.add_fail_fast(host);
+    }
 
     Ok(Policy {
         platform: host.platform,

@@ -60,6 +60,7 @@ pub fn run(
     ready_fd: Option<i32>,
     proxy_socket: Option<&Path>,
     limits: &[String],
+    network_hint: Option<&str>,
     copies: Option<(&Path, &[std::path::PathBuf])>,
 ) -> Result<Infallible> {
     let opts = seccomp::Options {
@@ -130,6 +131,11 @@ pub fn run(
         super::signals::killed_by().and_then(|sig| crate::limits::stopped_by(sig, limits))
     {
         eprintln!("sbx: {said}");
+    }
+    if code != 0 {
+        if let Some(said) = network_hint.and_then(|mode| network_tried(mode, net_counters())) {
+            eprintln!("sbx: {said}");
+        }
     }
     std::process::exit(code)
 }
@@ -234,6 +240,53 @@ fn report_ready(fd: i32) -> Result<Option<std::fs::File>> {
     Ok(Some(pipe))
 }
 
+/// The sandbox's network namespace counters that grow when a program
+/// tries to reach anything but loopback (`OutNoRoutes`: only `lo` is
+/// here) or a port nobody listens on over UDP (a DNS query to a resolver
+/// on loopback, as systemd-resolved's `127.0.0.53`): their sum.
+fn net_counters() -> u64 {
+    let v4 = std::fs::read_to_string("/proc/self/net/snmp").unwrap_or_default();
+    let v6 = std::fs::read_to_string("/proc/self/net/snmp6").unwrap_or_default();
+    counters_in(&v4, &v6)
+}
+
+/// [`net_counters`] from the text of `/proc/net/snmp` and `snmp6`.
+fn counters_in(v4: &str, v6: &str) -> u64 {
+    let field = |text: &str, table: &str, name: &str| -> u64 {
+        let mut lines = text.lines().filter(|l| l.starts_with(table));
+        let (Some(head), Some(values)) = (lines.next(), lines.next()) else {
+            return 0;
+        };
+        head.split_whitespace()
+            .zip(values.split_whitespace())
+            .find(|(h, _)| *h == name)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let v6_field = |name: &str| -> u64 {
+        v6.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    field(v4, "Ip:", "OutNoRoutes")
+        + field(v4, "Udp:", "NoPorts")
+        + v6_field("Ip6OutNoRoutes")
+        + v6_field("Udp6NoPorts")
+}
+
+/// What to say about a failed command that tried the network (`tried`:
+/// [`net_counters`] at its end), in the sandbox's network `mode`.
+fn network_tried(mode: &str, tried: u64) -> Option<String> {
+    if tried == 0 {
+        return None;
+    }
+    Some(match mode {
+        "allowlist" => "the command tried to reach the network directly; here only the allowlist proxy is reachable (through HTTPS_PROXY/HTTP_PROXY, set inside): a program that ignores them cannot connect, and a host the list does not name is refused (add it with --allow-domain HOST)".into(),
+        _ => "the command tried to reach the network, which this sandbox denies (run with --network allow, or --network allowlist --allow-domain HOST for one host)".into(),
+    })
+}
+
 /// The private config copies could not be set up: tell the outer stage,
 /// which starts the sandbox again without them, and exit before anything
 /// runs. Returns only when there is no ready pipe to tell.
@@ -290,4 +343,25 @@ fn close_inherited_fds(keep: Option<i32>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_are_read_from_the_namespaces_counters() {
+        let v4 = "Ip: Forwarding DefaultTTL OutRequests OutNoRoutes\nIp: 2 64 9 3\n\
+                  Udp: InDatagrams NoPorts InErrors\nUdp: 0 2 0\n";
+        let v6 = "Ip6InReceives                   \t0\nIp6OutNoRoutes                  \t1\nUdp6NoPorts                     \t0\n";
+        assert_eq!(counters_in(v4, v6), 6);
+        assert_eq!(counters_in("", ""), 0);
+        assert_eq!(network_tried("deny", 0), None);
+        assert!(network_tried("deny", 1)
+            .unwrap()
+            .contains("--network allow"));
+        assert!(network_tried("allowlist", 1)
+            .unwrap()
+            .contains("--allow-domain"));
+    }
 }

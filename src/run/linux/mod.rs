@@ -172,6 +172,7 @@ pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
         args.ready_fd,
         args.proxy_socket.as_deref(),
         &args.limits,
+        args.network_hint.as_deref(),
         args.config_copies
             .as_deref()
             .map(|dir| (dir, args.private_configs.as_slice())),

@@ -157,3 +157,45 @@ fn unix_sockets_allow_connects_path_sockets_only() {
     );
     assert_no_line_starting(&out, &format!("CONNECTED {}", args[2]));
 }
+
+/// With the network denied, a package manager fails in seconds, not in a
+/// minute or more (npm retried for 70 s here), and sbx says what blocked
+/// it and the flag that opens it. A command that fails without touching
+/// the network gets no such line.
+#[test]
+fn a_denied_network_fails_fast_and_says_so() {
+    require_sandbox!();
+    let Some(npm) = crate::host::tool(&["/usr/bin/npm"]) else {
+        return;
+    };
+    let world = World::new();
+    crate::util::write(
+        &world.project.join("package.json"),
+        r#"{"name":"t","version":"1.0.0","dependencies":{"left-pad":"1.3.0"}}"#,
+    );
+    let start = Instant::now();
+    let out = Sbx.run_sh(
+        &world,
+        &format!("{} install --no-audit --no-fund", shq_path(Path::new(npm))),
+    );
+    let took = start.elapsed();
+    assert!(!out.status.success(), "{}", both(&out));
+    assert!(
+        took < Duration::from_secs(10),
+        "took {took:?}: {}",
+        both(&out)
+    );
+    assert!(
+        crate::host::stderr(&out).contains("tried to reach the network")
+            && crate::host::stderr(&out).contains("--network allow"),
+        "{}",
+        both(&out)
+    );
+    let out = Sbx.run_sh(&world, "echo no network here >&2; exit 3");
+    assert_eq!(out.status.code(), Some(3), "{}", both(&out));
+    assert!(
+        !crate::host::stderr(&out).contains("tried to reach the network"),
+        "{}",
+        both(&out)
+    );
+}
