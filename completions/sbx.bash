@@ -165,7 +165,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__check)
-            opts="-q -h --config --network --allow-domain --writable --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --format --help"
+            opts="-q -h --config --network --allow-domain --writable --unix-sockets --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -185,6 +185,10 @@ _sbx() {
                     ;;
                 --writable)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --unix-sockets)
+                    COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
                     return 0
                     ;;
                 --project)
@@ -255,7 +259,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__profile)
-            opts="-q -h --config --network --allow-domain --writable --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --platform --format --home --help"
+            opts="-q -h --config --network --allow-domain --writable --unix-sockets --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --platform --format --home --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -275,6 +279,10 @@ _sbx() {
                     ;;
                 --writable)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --unix-sockets)
+                    COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
                     return 0
                     ;;
                 --project)
@@ -321,7 +329,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__run)
-            opts="-q -h --config --network --allow-domain --writable --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --help"
+            opts="-q -h --config --network --allow-domain --writable --unix-sockets --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -341,6 +349,10 @@ _sbx() {
                     ;;
                 --writable)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --unix-sockets)
+                    COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
                     return 0
                     ;;
                 --project)

@@ -42,6 +42,8 @@ allow\t''
 allowlist\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l writable -d 'Also make PATH writable (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l unix-sockets -d 'Unix sockets: deny (default), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
+allow\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-open-files -d 'At most N open files per process' -r
@@ -59,6 +61,8 @@ allow\t''
 allowlist\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l writable -d 'Also make PATH writable (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l unix-sockets -d 'Unix sockets: deny (default), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
+allow\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-open-files -d 'At most N open files per process' -r
@@ -81,6 +85,8 @@ allow\t''
 allowlist\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l writable -d 'Also make PATH writable (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l unix-sockets -d 'Unix sockets: deny (default), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
+allow\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-open-files -d 'At most N open files per process' -r

@@ -90,6 +90,10 @@ pub struct PolicyArgs {
     /// Also make PATH writable (repeatable).
     #[arg(long, value_name = "PATH")]
     pub writable: Vec<PathBuf>,
+    /// Unix sockets: deny (default), or allow, which reaches the host's
+    /// sockets too (ssh-agent, D-Bus, docker.sock).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub unix_sockets: Option<UnixSocketsArg>,
     /// No writes at all; reads limited to the project and system paths.
     #[arg(long)]
     pub read_only: bool,
@@ -211,6 +215,13 @@ pub struct InnerArgs {
     /// The command and its arguments.
     #[arg(required = true, allow_hyphen_values = true, last = true)]
     pub command: Vec<OsString>,
+}
+
+/// `--unix-sockets`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UnixSocketsArg {
+    Deny,
+    Allow,
 }
 
 /// `--network`.

@@ -285,6 +285,11 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     let mut s = settings::Settings::merge(&files, &places, flags)?;
     let mut warnings = std::mem::take(&mut s.warnings);
     let restricted = s.filesystem == FsSetting::Restricted;
+    if s.unix_sockets == UnixSockets::Allow && host.platform == Platform::Linux {
+        warnings.push(
+            "unix_sockets = \"allow\": the command can connect to the host's Unix sockets too (ssh-agent, D-Bus, docker.sock, tmux), and each can be a way out of the sandbox".into(),
+        );
+    }
 
     let (mut writable, mut tool_caches) = (Vec::new(), Vec::new());
     if restricted {

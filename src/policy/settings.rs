@@ -403,6 +403,13 @@ impl Settings {
             };
             self.origin("network", &src);
         }
+        if let Some(u) = flags.unix_sockets {
+            self.unix_sockets = match u {
+                crate::cli::UnixSocketsArg::Deny => UnixSockets::Deny,
+                crate::cli::UnixSocketsArg::Allow => UnixSockets::Allow,
+            };
+            self.origin("unix_sockets", &src);
+        }
         for d in &flags.allow_domain {
             let rule =
                 HostRule::parse(d).map_err(|why| anyhow::anyhow!("--allow-domain {d:?}: {why}"))?;

@@ -552,3 +552,50 @@ fn shell_mode_is_sandboxed() {
         .failure();
     assert!(!outside.exists(), "shell mode wrote outside the project");
 }
+
+/// `unix_sockets` had no flag: `--unix-sockets allow` opens them for one
+/// run, says on every run what that reaches, and a project file still
+/// cannot (it may only narrow).
+#[test]
+fn unix_sockets_have_a_flag_that_says_what_it_opens() {
+    require_sandbox!();
+    let world = World::new();
+    let plan = |args: &[&str]| {
+        let out = world
+            .sbx()
+            .current_dir(&world.project)
+            .args(["profile", "--platform", "linux"])
+            .args(args)
+            .args(["--", "true"])
+            .timeout(DEADLINE)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (opened, _) = plan(&["--unix-sockets", "allow"]);
+    assert!(opened.contains("--allow-unix-sockets"), "{opened}");
+    let (closed, _) = plan(&[]);
+    assert!(!closed.contains("--allow-unix-sockets"), "{closed}");
+    write(
+        &world.project.join(".sbx.toml"),
+        "[sandbox]\nunix_sockets = \"allow\"\n",
+    );
+    let (widened, _) = plan(&[]);
+    assert!(!widened.contains("--allow-unix-sockets"), "{widened}");
+    let (denied, _) = plan(&["--unix-sockets", "deny"]);
+    assert!(!denied.contains("--allow-unix-sockets"), "{denied}");
+    // A run says what the flag opens.
+    let out = world
+        .sbx()
+        .current_dir(&world.project)
+        .args(["run", "--unix-sockets", "allow", "--", "true"])
+        .timeout(DEADLINE)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("host's Unix sockets"), "{said}");
+}
