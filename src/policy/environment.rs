@@ -138,9 +138,10 @@ impl EnvPlan {
     }
 
     /// Point each tool at the cache sbx gives it.
-    pub(super) fn add_tool_caches(&mut self, caches: &[(String, PathBuf)]) {
-        for (var, dir) in caches {
-            self.set.push((var.clone(), dir.display().to_string()));
+    pub(super) fn add_tool_caches(&mut self, caches: &[super::writable::ToolCache]) {
+        for (var, dir, file) in caches {
+            let path = file.as_ref().map_or(dir.clone(), |f| dir.join(f));
+            self.set.push((var.clone(), path.display().to_string()));
         }
         self.set.sort();
     }

@@ -29,22 +29,33 @@ pub const CREDENTIALS: &[&str] = &[
 ];
 
 /// Tools that fail without a writable cache: the variable that moves it,
-/// the name of sbx's per-project replacement, and where the tool keeps it by
-/// default, relative to home (on Linux and on macOS).
-pub(super) const TOOL_CACHES: &[(&str, &str, &[&str])] = &[
-    ("npm_config_cache", "npm", &[".npm"]),
+/// the name of sbx's per-project replacement, where the tool keeps it by
+/// default, relative to home (on Linux and on macOS), and the file in the
+/// replacement the variable names, when it names a file.
+pub(super) const TOOL_CACHES: &[(&str, &str, &[&str], Option<&str>)] = &[
+    ("npm_config_cache", "npm", &[".npm"], None),
     (
         "GOCACHE",
         "go-build",
         &[".cache/go-build", "Library/Caches/go-build"],
+        None,
     ),
-    ("UV_CACHE_DIR", "uv", &[".cache/uv"]),
+    ("UV_CACHE_DIR", "uv", &[".cache/uv"], None),
     (
         "PIP_CACHE_DIR",
         "pip",
         &[".cache/pip", "Library/Caches/pip"],
+        None,
     ),
-    ("GOMODCACHE", "go-mod", &["go/pkg/mod"]),
+    ("GOMODCACHE", "go-mod", &["go/pkg/mod"], None),
+    // An interactive shell's history: ~/.bash_history is read-only, and
+    // bash says nothing when it cannot save it.
+    (
+        "HISTFILE",
+        "shell",
+        &[".bash_history", ".zsh_history"],
+        Some("history"),
+    ),
 ];
 
 /// Coding agents' own tokens, each with the agent's state directory. A

@@ -340,7 +340,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         protected: later.protected,
         pins: later.pins,
         git_configs: later.git_configs,
-        tool_caches: tool_caches.into_iter().map(|(_, dir)| dir).collect(),
+        tool_caches: tool_caches.into_iter().map(|(_, dir, _)| dir).collect(),
         credentials,
         repositories: dotenv.scan_root.map(|scan_root| Repositories {
             scan_root,

@@ -160,6 +160,10 @@ fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
     roots
 }
 
+/// One of sbx's tool caches: the variable, the directory, and the file in
+/// it the variable names (when it names a file).
+pub(super) type ToolCache = (String, PathBuf, Option<String>);
+
 /// Caches some tools cannot work without writing (npm, go's build cache,
 /// uv): when theirs in the home directory is not writable, they get one of
 /// sbx's, kept per project so that what one project's command puts in it
@@ -168,7 +172,7 @@ fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
 pub(super) fn with_tool_caches(
     mut writable: Vec<PathBuf>,
     places: &Places,
-) -> (Vec<PathBuf>, Vec<(String, PathBuf)>) {
+) -> (Vec<PathBuf>, Vec<ToolCache>) {
     let host: &Host = places.host;
     let mut caches = Vec::new();
     let base = host
@@ -180,7 +184,7 @@ pub(super) fn with_tool_caches(
         // holds sbx's own state), and so would be the caches in it.
         .filter(|b| !writable.iter().any(|w| b.starts_with(w)));
     if let Some(base) = &base {
-        for (var, name, defaults) in TOOL_CACHES {
+        for (var, name, defaults, file) in TOOL_CACHES {
             let writable_now = defaults.iter().any(|rel| {
                 let default = places
                     .real(&places.home.join(rel))
@@ -192,7 +196,7 @@ pub(super) fn with_tool_caches(
             }
             let dir = base.join(name);
             writable.push(dir.clone());
-            caches.push((var.to_string(), dir));
+            caches.push((var.to_string(), dir, file.map(str::to_string)));
         }
     }
     writable.sort_by_key(|p| p.components().count());

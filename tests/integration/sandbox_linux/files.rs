@@ -303,7 +303,7 @@ fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
     std::fs::create_dir_all(world.home.join(".npm")).unwrap();
     let script =
         "echo \"npm=$npm_config_cache\"; echo \"go=$GOCACHE\"; echo \"uv=$UV_CACHE_DIR\"; \
-                  echo \"pip=$PIP_CACHE_DIR\"; echo \"gomod=$GOMODCACHE\"; \
+                  echo \"pip=$PIP_CACHE_DIR\"; echo \"gomod=$GOMODCACHE\"; echo \"hist=$HISTFILE\"; \
                   touch \"$npm_config_cache/written\" && echo CACHE-WRITTEN; \
                   touch \"$HOME/.npm/written\" && echo OWN-WRITTEN";
     let out = Sbx.run_sh(&world, script);
@@ -319,7 +319,7 @@ fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
         "{}",
         both(&out)
     );
-    for var in ["go=", "uv=", "pip=", "gomod="] {
+    for var in ["go=", "uv=", "pip=", "gomod=", "hist="] {
         let line = text
             .lines()
             .find(|l| l.starts_with(var))
@@ -381,4 +381,44 @@ fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
         .stdin(Stdio::null());
     let out4 = cmd.output().unwrap();
     assert_line(&out4, "npm=unset");
+}
+
+/// An interactive shell's history was silently not saved (`~/.bash_history`
+/// is read-only): it goes to the project's own history file in sbx's
+/// cache, and the user's own file is untouched.
+#[test]
+fn an_interactive_shells_history_is_saved_per_project() {
+    require_sandbox!();
+    let world = World::new();
+    let own = world.home.join(".bash_history");
+    util::write(&own, "echo the-users-own\n");
+    let mut child = world
+        .sbx_std()
+        .current_dir(&world.project)
+        .args(["run", "--", "bash", "-i"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"echo history-marker-7\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(stdout(&out).contains("history-marker-7"), "{}", both(&out));
+    let saved: Vec<PathBuf> = std::fs::read_dir(world.home.join(".cache/sbx/projects"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("shell/history"))
+        .filter(|p| p.is_file())
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?}: {}", both(&out));
+    let text = std::fs::read_to_string(&saved[0]).unwrap();
+    assert!(text.contains("echo history-marker-7"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(&own).unwrap(),
+        "echo the-users-own\n"
+    );
 }
