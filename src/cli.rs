@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(
     name = "sbx",
-    version,
+    version = env!("SBX_LONG_VERSION"),
     about = "Run any command inside an OS-enforced sandbox (bubblewrap on Linux, Seatbelt on macOS)",
     long_about = "Run any command inside an OS-enforced sandbox (bubblewrap on Linux, Seatbelt on \
 macOS). By default the command may write only to the project and /tmp, cannot read credentials \

@@ -13,7 +13,9 @@ use crate::cli::Cli;
 pub fn man() -> Result<String> {
     let mut cmd = Cli::command();
     cmd.build();
-    let man = clap_mangen::Man::new(cmd.clone())
+    // The package version alone: the commit in `--version` would make the
+    // page differ on every commit.
+    let man = clap_mangen::Man::new(cmd.clone().version(env!("CARGO_PKG_VERSION")))
         .date(NO_DATE)
         .manual("User Commands");
     let mut out = String::new();

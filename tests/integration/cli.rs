@@ -27,6 +27,8 @@ fn help_prints_usage_on_stdout_and_exits_0() {
     }
 }
 
+/// The version, the commit it was built from and the platform's backends
+/// (what a bug report needs).
 #[test]
 fn version_prints_name_and_version_on_stdout_and_exits_0() {
     let world = World::new();
@@ -38,9 +40,14 @@ fn version_prints_name_and_version_on_stdout_and_exits_0() {
             .assert()
             .code(0)
             .stdout(predicate::str::starts_with(format!(
-                "sbx {}",
+                "sbx {} (commit ",
                 env!("CARGO_PKG_VERSION")
-            )));
+            )))
+            .stdout(predicate::str::contains(if cfg!(target_os = "linux") {
+                "backends: bubblewrap"
+            } else {
+                "backends: seatbelt"
+            }));
     }
 }
 

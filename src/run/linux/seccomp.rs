@@ -120,7 +120,9 @@ fn ioctl_rules() -> Result<Vec<SeccompRule>> {
     // Terminal injection. The request is compared on its low 32 bits only, as
     // the kernel does, so `TIOCSTI | 1 << 32` cannot slip past (CVE-2019-10063).
     Ok(vec![
-        rule(vec![cond(1, Dword, SeccompCmpOp::Eq, libc::TIOCSTI)?])?,
+        // The numbers, not libc's constants: their type differs between
+        // glibc and musl, the number does not.
+        rule(vec![cond(1, Dword, SeccompCmpOp::Eq, 0x5412)?])?, // TIOCSTI
         rule(vec![cond(1, Dword, SeccompCmpOp::Eq, 0x541C)?])?, // TIOCLINUX
     ])
 }
@@ -260,5 +262,13 @@ mod tests {
             assert_eq!(p.len(), 3);
             assert!(p.iter().all(|prog| !prog.is_empty() && prog.len() < 4096));
         }
+    }
+
+    #[test]
+    // The cast is needed with musl (whose constants are `c_int`).
+    #[allow(clippy::unnecessary_cast)]
+    fn the_terminal_requests_are_the_kernels_numbers() {
+        assert_eq!(0x5412, libc::TIOCSTI as u64);
+        assert_eq!(0x541C, libc::TIOCLINUX as u64);
     }
 }
