@@ -5,7 +5,8 @@
 //!
 //! Each platform's own wait lives with its run path: the signalfd in
 //! `run::linux::signals`, the `sigwait` thread in `run::sandbox_exec`. What
-//! they share is here.
+//! they share is here, with the list of a process's own descriptors (which
+//! the stages close or mark before they start anything).
 
 use anyhow::{Context, Result};
 use nix::sys::signal::{SigSet, Signal};
@@ -48,4 +49,18 @@ where
     let handle = std::thread::Builder::new().spawn(f);
     let _ = old.thread_set_mask();
     handle
+}
+
+/// This process's open descriptors above 2 (from `/proc/self/fd`, or
+/// `/dev/fd` where there is no `/proc`).
+pub fn descriptors_above_stderr() -> std::io::Result<Vec<i32>> {
+    let dir = if std::path::Path::new("/proc/self/fd").is_dir() {
+        "/proc/self/fd"
+    } else {
+        "/dev/fd"
+    };
+    Ok(std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect())
 }

@@ -101,19 +101,7 @@ pub fn profile_refusal(plan: &Plan, true_program: &Path) -> Option<Ended> {
 /// Mark every descriptor above 2 close-on-exec.
 fn close_on_exec_above_stderr() {
     use nix::fcntl::{fcntl, FcntlArg, FdFlag};
-    let dir = if Path::new("/proc/self/fd").is_dir() {
-        "/proc/self/fd"
-    } else {
-        "/dev/fd"
-    };
-    let fds: Vec<i32> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2)
-        .collect();
-    for fd in fds {
+    for fd in crate::supervise::descriptors_above_stderr().unwrap_or_default() {
         let _ = fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
     }
 }

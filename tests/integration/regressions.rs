@@ -70,6 +70,16 @@ fn wait_for_up(world: &World) {
 /// does. The child is returned unreaped: the caller waits for it (or, to
 /// leave a zombie, does not yet).
 fn killed_after_up(world: &World, script: &str, args: &[&str]) -> Child {
+    let child = started_and_up(world, script, args);
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    child
+}
+
+/// `sbx run -- sh -c SCRIPT sh ARGS...`, output discarded, once its
+/// command has written `up`.
+fn started_and_up(world: &World, script: &str, args: &[&str]) -> Child {
     let mut cmd = world.sbx_std();
     sh_in(&mut cmd, &[], script, args);
     let child = cmd
@@ -78,9 +88,6 @@ fn killed_after_up(world: &World, script: &str, args: &[&str]) -> Child {
         .spawn()
         .unwrap();
     wait_for_up(world);
-    let _ = Command::new("kill")
-        .args(["-KILL", &child.id().to_string()])
-        .status();
     child
 }
 
@@ -88,14 +95,7 @@ fn killed_after_up(world: &World, script: &str, args: &[&str]) -> Child {
 /// that kills every process of the session does. The next run is then the
 /// one that makes the killed run's checks.
 fn killed_with_its_guardian_after_up(world: &World, script: &str, args: &[&str]) -> Child {
-    let mut cmd = world.sbx_std();
-    sh_in(&mut cmd, &[], script, args);
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_up(world);
+    let child = started_and_up(world, script, args);
     let cache = world.home.join(".cache/sbx");
     let guardians: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()

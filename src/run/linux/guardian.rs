@@ -109,7 +109,9 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
     // What sbx inherited without close-on-exec (a pipe an agent waits on
     // for EOF) is not the guardian's to hold, nor is the directory it was
     // started in.
-    close_inherited();
+    for fd in crate::supervise::descriptors_above_stderr().unwrap_or_default() {
+        let _ = nix::unistd::close(fd);
+    }
     let _ = std::env::set_current_dir("/");
     let mut pipes: Vec<u64> = Vec::new();
     for line in std::io::stdin().lock().lines() {
@@ -166,20 +168,6 @@ fn end_sandboxes(pipes: &[u64]) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-    }
-}
-
-/// Close every descriptor above 2.
-fn close_inherited() {
-    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2)
-        .collect();
-    for fd in fds {
-        let _ = nix::unistd::close(fd);
     }
 }
 

@@ -67,14 +67,7 @@ pub fn run(
         allow_unix_sockets: opts.allow_unix_sockets || proxy_socket.is_some(),
     };
     if let Some((dir, configs)) = copies {
-        // Started as uid 0 with capabilities for this alone (see
-        // copies.rs); nothing else runs until they are gone.
-        let set_up = super::copies::mount_links(dir, configs)
-            .and_then(|()| super::copies::become_the_user());
-        if let Err(e) = set_up {
-            report_no_copies(ready_fd, &e);
-            return Err(e);
-        }
+        set_up_copies(dir, configs, ready_fd)?;
     }
     check_no_capabilities()?;
     nix::sys::prctl::set_no_new_privs().context("setting PR_SET_NO_NEW_PRIVS")?;
@@ -127,6 +120,27 @@ pub fn run(
     let (signals, _mask) = super::signals::route_signals(true)?;
     let code =
         super::signals::wait_forwarding(pid, &signals, true, lifeline.as_ref().map(|f| f.as_fd()))?;
+    say_why(code, limits, network_hint);
+    std::process::exit(code)
+}
+
+/// Mount the private config copies and leave the setup namespace. Started
+/// as uid 0 with capabilities for this alone (see copies.rs): nothing else
+/// runs until they are gone. On failure the outer stage is told, and
+/// starts the sandbox again without them.
+fn set_up_copies(dir: &Path, configs: &[std::path::PathBuf], ready_fd: Option<i32>) -> Result<()> {
+    let set_up =
+        super::copies::mount_links(dir, configs).and_then(|()| super::copies::become_the_user());
+    if let Err(e) = set_up {
+        report_no_copies(ready_fd, &e);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// After the command, say what sbx knows of why it ended as it did: a
+/// limit that stopped it, the network it tried when it failed.
+fn say_why(code: i32, limits: &[String], network_hint: Option<&str>) {
     if let Some(said) =
         super::signals::killed_by().and_then(|sig| crate::limits::stopped_by(sig, limits))
     {
@@ -137,7 +151,6 @@ pub fn run(
             eprintln!("sbx: {said}");
         }
     }
-    std::process::exit(code)
 }
 
 /// Listen on the proxy port inside the sandbox and relay every connection to
@@ -331,12 +344,8 @@ fn check_no_capabilities() -> Result<()> {
 
 /// Close every descriptor above 2 except `keep`.
 fn close_inherited_fds(keep: Option<i32>) -> Result<()> {
-    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
-        .context("listing /proc/self/fd")?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2 && Some(fd) != keep)
-        .collect();
-    for fd in fds {
+    let fds = crate::supervise::descriptors_above_stderr().context("listing /proc/self/fd")?;
+    for fd in fds.into_iter().filter(|&fd| Some(fd) != keep) {
         match nix::unistd::close(fd) {
             Ok(()) | Err(nix::errno::Errno::EBADF) => {}
             Err(e) => return Err(e).with_context(|| format!("closing inherited descriptor {fd}")),
