@@ -81,6 +81,10 @@ pub struct Found {
     /// project's own included: each is a repository git on the host may
     /// enter (sorted).
     pub git_entries: Vec<PathBuf>,
+    /// Bare repositories under the project (a directory laid out as a git
+    /// directory, not named `.git` nor inside one): git runs their hooks
+    /// and config for anyone who pushes there or runs git inside (sorted).
+    pub bare: Vec<PathBuf>,
 }
 
 /// Walk `project` (from the cache in `cache_dir` when there is one).
@@ -90,6 +94,7 @@ pub fn walk(project: &Path, cache_dir: Option<&Path>) -> Found {
         env_files,
         unreadable: stats.unreadable,
         git_entries: stats.git_entries,
+        bare: stats.bare,
     }
 }
 
@@ -147,6 +152,8 @@ struct Stats {
     unreadable: Vec<PathBuf>,
     /// `.git` entries found (sorted).
     git_entries: Vec<PathBuf>,
+    /// Bare repositories found (sorted).
+    bare: Vec<PathBuf>,
 }
 
 fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, Stats) {
@@ -183,6 +190,7 @@ fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, S
     found.sort();
     found.dedup();
     stats.git_entries.sort();
+    stats.bare.sort();
     (found, stats)
 }
 
@@ -258,6 +266,16 @@ impl Walk {
         for name in dir.subdirs.iter().chain(&dir.envs) {
             if name == b".git" {
                 stats.git_entries.push(path.join(".git"));
+            }
+        }
+        // `objects` and `refs` among the subdirectories: then one lstat of
+        // `HEAD` (git directories are rare; nothing is added to the cache).
+        let has = |n: &[u8]| dir.subdirs.iter().any(|s| s == n);
+        let in_git_dir = path.components().any(|c| c.as_os_str() == ".git");
+        if has(b"objects") && has(b"refs") && !in_git_dir {
+            let head = std::fs::symlink_metadata(path.join("HEAD"));
+            if head.is_ok_and(|m| m.is_file()) {
+                stats.bare.push(path.to_path_buf());
             }
         }
         for name in &dir.envs {

@@ -175,6 +175,9 @@ pub struct Repositories {
     /// the run changed may name a new gitlink.
     #[serde(default)]
     pub indexes: Vec<IndexStamp>,
+    /// The bare repositories the walk found.
+    #[serde(with = "hex_paths", default)]
+    pub bare: Vec<PathBuf>,
 }
 
 /// A repository's git directory and the identity of its index then.

@@ -78,6 +78,23 @@ fn check_after_walk(
     if !check_new_modules(before, &after.git_entries, warn) {
         clean = false;
     }
+    // A bare repository the command made: git runs its hooks for whoever
+    // pushes there, its config for whoever runs git inside.
+    // (Not one sbx has just moved aside: `NAME.sbx-blocked` is its own
+    // quarantine, said as such.)
+    let quarantined = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().ends_with(".sbx-blocked"))
+    };
+    for bare in after
+        .bare
+        .iter()
+        .filter(|b| !before.bare.contains(b) && !quarantined(b))
+    {
+        if inspect_new_git(bare, warn) && !sweep(bare, None, warn) {
+            clean = false;
+        }
+    }
     // A directory made unreadable during the run cannot be searched: a
     // repository could sit in it, reachable by a path git knows (a gitlink).
     for dir in after

@@ -75,6 +75,8 @@ pub(super) struct EnvFiles {
     pub unreadable: Vec<PathBuf>,
     /// Every `.git` entry under the scan root (its own included), sorted.
     pub git_entries: Vec<PathBuf>,
+    /// The bare repositories under the scan root, sorted.
+    pub bare: Vec<PathBuf>,
     /// Where the walk started (none when it did not run).
     pub scan_root: Option<PathBuf>,
 }
@@ -106,6 +108,7 @@ pub(super) fn env_files(places: &Places) -> EnvFiles {
             files: Vec::new(),
             unreadable: Vec::new(),
             git_entries: Vec::new(),
+            bare: Vec::new(),
             scan_root: None,
         };
     }
@@ -123,6 +126,7 @@ pub(super) fn env_files(places: &Places) -> EnvFiles {
         files,
         unreadable: found.unreadable,
         git_entries: found.git_entries,
+        bare: found.bare,
         scan_root: Some(scan_root),
     }
 }
@@ -132,7 +136,7 @@ pub(super) fn env_files(places: &Places) -> EnvFiles {
 /// walk's cache), for its `.git` entries. Not the system's `/tmp` (shared
 /// with every user and every tool: its content is not the user's
 /// repositories), not home or a directory above it (the whole home walked
-/// on every run), not sbx's own tool caches.
+/// on every run), not sbx's own tool caches, not a git directory.
 pub(super) fn other_repositories(
     places: &Places,
     writable: &[PathBuf],
@@ -148,6 +152,9 @@ pub(super) fn other_repositories(
         .filter(|w| !places.home_real.starts_with(w))
         .filter(|w| !cache.is_some_and(|c| w.starts_with(c)))
         .filter(|w| !matches!(w.to_str(), Some("/tmp" | "/private/tmp" | "/var/tmp")))
+        // A git directory made writable (a linked worktree's main one) is
+        // protected as a repository already; nothing to find inside.
+        .filter(|w| !w.components().any(|c| c.as_os_str() == ".git"))
         .map(|root| {
             let found = crate::envscan::walk(root, cache);
             Repositories {
@@ -156,6 +163,7 @@ pub(super) fn other_repositories(
                 indexes: Repositories::index_identities(&found.git_entries),
                 git_entries: found.git_entries,
                 unreadable: found.unreadable,
+                bare: found.bare,
             }
         })
         .collect()

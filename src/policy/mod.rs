@@ -313,7 +313,13 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
             .chain(other_repositories.iter().flat_map(|r| &r.git_entries))
             .filter_map(|g| g.parent().map(Path::to_path_buf))
             .collect();
-        later.add_repositories(&nested, &places, &writable)?;
+        let bare: Vec<PathBuf> = dotenv
+            .bare
+            .iter()
+            .chain(other_repositories.iter().flat_map(|r| &r.bare))
+            .cloned()
+            .collect();
+        later.add_repositories(&nested, &bare, &places, &writable)?;
     }
     credentials.extend(dotenv.unreadable_dirs());
     if s.filesystem != FsSetting::ReadOnly {
@@ -348,6 +354,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
             indexes: Repositories::index_identities(&dotenv.git_entries),
             git_entries: dotenv.git_entries,
             unreadable: dotenv.unreadable.clone(),
+            bare: dotenv.bare,
         }),
         other_repositories,
         env_files: dotenv.files,

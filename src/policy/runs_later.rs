@@ -83,12 +83,15 @@ impl RunsLater {
     pub fn add_repositories(
         &mut self,
         nested: &[PathBuf],
+        bare: &[PathBuf],
         places: &Places,
         writable: &[PathBuf],
     ) -> Result<()> {
-        // Each as (its git directory or `.git` entry, its working tree).
+        // Each as (its git directory or `.git` entry, its working tree; a
+        // bare repository is both).
         let mut others: Vec<(PathBuf, PathBuf)> =
             nested.iter().map(|r| (r.join(".git"), r.clone())).collect();
+        others.extend(bare.iter().map(|b| (b.clone(), b.clone())));
         others.extend(writable_git_dirs(writable));
         others.retain(|(_, tree)| *tree != places.project);
         others.sort();

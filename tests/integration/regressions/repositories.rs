@@ -879,3 +879,52 @@ echo x > "$2/f" && echo TREE-WRITTEN"#,
     host_git(&world, &deep);
     host_git(&world, &other.join("new"));
 }
+
+/// A bare repository under the project (review finding: only `.git`
+/// entries were looked for): git runs its hooks for whoever pushes there.
+/// One the command makes with a hook is moved aside after the run; an
+/// existing one keeps its hooks and config read-only.
+#[test]
+fn bare_repositories_in_the_project_are_protected_and_checked() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let existing = world.project.join("mirror.git");
+    util::git(
+        &world.project,
+        &["init", "-q", "--bare", existing.to_str().unwrap()],
+    );
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"printf '#!/bin/sh\n%s\n' "$1" > mirror.git/hooks/pre-receive 2>/dev/null && echo EXISTING-HOOK-WRITTEN
+git init -q --bare planted.git && printf '#!/bin/sh\n%s\n' "$1" > planted.git/hooks/pre-receive && chmod +x planted.git/hooks/pre-receive
+git init -q --bare plain.git
+echo DONE"#,
+        &[&planted(&world)],
+    );
+    assert!(stdout(&out).contains("DONE"), "{}", both(&out));
+    // The user pushes to each: nothing planted runs.
+    for target in ["mirror.git", "planted.git", "plain.git"] {
+        let _ = world
+            .host_cmd("git")
+            .args(["push", "-q", target, "main"])
+            .current_dir(&world.project)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+    }
+    assert!(!git_marker(&world).exists(), "a push ran a planted hook");
+    assert!(
+        !stdout(&out).contains("EXISTING-HOOK-WRITTEN"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        present(&world.project.join("planted.git.sbx-blocked")),
+        "{}",
+        both(&out)
+    );
+    assert!(world.project.join("plain.git/HEAD").is_file());
+}
