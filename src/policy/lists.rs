@@ -48,6 +48,10 @@ pub(super) const TOOL_CACHES: &[(&str, &str, &[&str], Option<&str>)] = &[
         None,
     ),
     ("GOMODCACHE", "go-mod", &["go/pkg/mod"], None),
+    // Gradle cannot run without writing its home (locks, the daemon's
+    // registry); its init scripts there would run on the host's next build
+    // if it were the user's own.
+    ("GRADLE_USER_HOME", "gradle", &[".gradle"], None),
     // An interactive shell's history: ~/.bash_history is read-only, and
     // bash says nothing when it cannot save it.
     (

@@ -303,7 +303,7 @@ fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
     std::fs::create_dir_all(world.home.join(".npm")).unwrap();
     let script =
         "echo \"npm=$npm_config_cache\"; echo \"go=$GOCACHE\"; echo \"uv=$UV_CACHE_DIR\"; \
-                  echo \"pip=$PIP_CACHE_DIR\"; echo \"gomod=$GOMODCACHE\"; echo \"hist=$HISTFILE\"; \
+                  echo \"pip=$PIP_CACHE_DIR\"; echo \"gomod=$GOMODCACHE\"; echo \"hist=$HISTFILE\"; echo \"gradle=$GRADLE_USER_HOME\"; \
                   touch \"$npm_config_cache/written\" && echo CACHE-WRITTEN; \
                   touch \"$HOME/.npm/written\" && echo OWN-WRITTEN";
     let out = Sbx.run_sh(&world, script);
@@ -319,7 +319,7 @@ fn tools_get_a_per_project_cache_when_theirs_is_read_only() {
         "{}",
         both(&out)
     );
-    for var in ["go=", "uv=", "pip=", "gomod=", "hist="] {
+    for var in ["go=", "uv=", "pip=", "gomod=", "hist=", "gradle="] {
         let line = text
             .lines()
             .find(|l| l.starts_with(var))
