@@ -14,7 +14,7 @@ use super::{Dir, Stamp};
 /// First token of a cache file.
 pub(super) const MAGIC: &[u8] = b"sbx-envscan";
 /// Cache layout version; bump on any change to the layout or its meaning.
-pub(super) const FORMAT: &[u8] = b"2";
+pub(super) const FORMAT: &[u8] = b"3";
 /// A larger cache file is ignored.
 pub(super) const MAX_CACHE_BYTES: u64 = 64 << 20;
 

@@ -268,15 +268,11 @@ impl Walk {
                 stats.git_entries.push(path.join(".git"));
             }
         }
-        // `objects` and `refs` among the subdirectories: then one lstat of
-        // `HEAD` (git directories are rare; nothing is added to the cache).
-        let has = |n: &[u8]| dir.subdirs.iter().any(|s| s == n);
-        let in_git_dir = path.components().any(|c| c.as_os_str() == ".git");
-        if has(b"objects") && has(b"refs") && !in_git_dir {
-            let head = std::fs::symlink_metadata(path.join("HEAD"));
-            if head.is_ok_and(|m| m.is_file()) {
-                stats.bare.push(path.to_path_buf());
-            }
+        // A `HEAD` that is not a directory: then a few lstats decide
+        // whether git takes the directory for a git directory.
+        let head = dir.envs.iter().any(|n| n == b"HEAD");
+        if head && !path.components().any(|c| c.as_os_str() == ".git") && git_dir_like(path) {
+            stats.bare.push(path.to_path_buf());
         }
         for name in &dir.envs {
             if resolve(path, name, &mut self.found) == Resolved::Denied {
@@ -322,11 +318,30 @@ fn read(path: &Path, stamp: Stamp) -> (Dir, bool) {
         let name = entry.file_name().into_vec();
         if ft.is_dir() {
             dir.subdirs.push(name);
-        } else if may_be_env(&name) || name == b".git" {
+        } else if may_be_env(&name) || name == b".git" || name == b"HEAD" {
+            // `HEAD`: what makes a directory a git directory (see
+            // `git_dir_like`).
             dir.envs.push(name);
         }
     }
     (dir, complete)
+}
+
+/// Whether git takes `dir` for a git directory, as its own test does
+/// (`is_git_directory`): a `HEAD` that is a file or a link into `refs/`,
+/// and `objects` and `refs` of any type, or a `commondir` that supplies
+/// them. Links are not followed, except `HEAD`'s text, which is read.
+pub fn git_dir_like(dir: &Path) -> bool {
+    let head = dir.join("HEAD");
+    let head_ok = match std::fs::symlink_metadata(&head) {
+        Ok(m) if m.is_file() => true,
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::read_link(&head).is_ok_and(|t| t.starts_with("refs/"))
+        }
+        _ => false,
+    };
+    let present = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
+    head_ok && ((present("objects") && present("refs")) || present("commondir"))
 }
 
 fn is_pruned(name: &[u8]) -> bool {

@@ -91,7 +91,7 @@ fn check_after_walk(
         .iter()
         .filter(|b| !before.bare.contains(b) && !quarantined(b))
     {
-        if inspect_new_git(bare, warn) && !sweep(bare, None, warn) {
+        if inspect_new_git(bare, warn) && !quarantine_git_dir(bare, warn) {
             clean = false;
         }
     }
@@ -107,6 +107,22 @@ fn check_after_walk(
             dir.display()
         ));
         clean = false;
+    }
+    clean
+}
+
+/// Move aside what makes `dir` a git directory, and what would make it
+/// one again with the command's settings: `HEAD`, `commondir`, `config`,
+/// `hooks` (each to `NAME.sbx-blocked`). Not the directory itself: it may
+/// be one of the user's own (`src/`) that the command turned into a
+/// repository. False when one could not be moved away.
+fn quarantine_git_dir(dir: &Path, warn: &dyn Fn(&str)) -> bool {
+    let mut clean = true;
+    for name in ["HEAD", "commondir", "config", "hooks"] {
+        let path = dir.join(name);
+        if std::fs::symlink_metadata(&path).is_ok() && !sweep(&path, None, warn) {
+            clean = false;
+        }
     }
     clean
 }

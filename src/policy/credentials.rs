@@ -152,6 +152,7 @@ pub(super) fn other_repositories(
         .filter(|w| !places.home_real.starts_with(w))
         .filter(|w| !cache.is_some_and(|c| w.starts_with(c)))
         .filter(|w| !matches!(w.to_str(), Some("/tmp" | "/private/tmp" | "/var/tmp")))
+        .filter(|w| !shared_scratch(w))
         // A git directory made writable (a linked worktree's main one) is
         // protected as a repository already; nothing to find inside.
         .filter(|w| !w.components().any(|c| c.as_os_str() == ".git"))
@@ -168,6 +169,18 @@ pub(super) fn other_repositories(
         })
         .collect()
 }
+
+/// A directory every user may write in, sticky like `/tmp` (`/dev/shm`, a
+/// team's scratch directory): another user could fill it with repositories.
+fn shared_scratch(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o1002 == 0o1002)
+}
+
+/// The most repositories of one other writable root whose hooks and config
+/// are kept read-only: each costs bubblewrap mounts, and a few hundred made
+/// every run take seconds.
+pub(super) const MAX_OTHER_REPOSITORIES: usize = 64;
 
 /// dotenv loaders also look in the directories above the project
 /// (python-dotenv's find_dotenv walks up): their `.env` files, up to and

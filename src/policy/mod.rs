@@ -307,16 +307,32 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     if restricted {
         other_repositories =
             credentials::other_repositories(&places, &writable, dotenv.scan_root.as_deref());
+        // Too many in one root: not kept read-only, and said so.
+        let mounted: Vec<&Repositories> = other_repositories
+            .iter()
+            .filter(|r| {
+                let count = r.git_entries.len() + r.bare.len();
+                let fits = count <= credentials::MAX_OTHER_REPOSITORIES;
+                if !fits {
+                    warnings.push(format!(
+                        "{} holds {count} git repositories: sbx keeps the hooks and config of at most {} per writable root read-only, so theirs are writable during this run (a new one is still checked after it); make the one you work in writable instead",
+                        r.scan_root.display(),
+                        credentials::MAX_OTHER_REPOSITORIES
+                    ));
+                }
+                fits
+            })
+            .collect();
         let nested: Vec<PathBuf> = dotenv
             .git_entries
             .iter()
-            .chain(other_repositories.iter().flat_map(|r| &r.git_entries))
+            .chain(mounted.iter().flat_map(|r| &r.git_entries))
             .filter_map(|g| g.parent().map(Path::to_path_buf))
             .collect();
         let bare: Vec<PathBuf> = dotenv
             .bare
             .iter()
-            .chain(other_repositories.iter().flat_map(|r| &r.bare))
+            .chain(mounted.iter().flat_map(|r| &r.bare))
             .cloned()
             .collect();
         later.add_repositories(&nested, &bare, &places, &writable)?;

@@ -583,9 +583,10 @@ fn writable_git_dirs(writable: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
     out
 }
 
-/// A directory laid out as a git directory (`HEAD`, `objects`, `refs`).
+/// A directory git takes for a git directory (see
+/// [`crate::envscan::git_dir_like`]).
 pub(super) fn is_bare_repository(dir: &Path) -> bool {
-    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
+    crate::envscan::git_dir_like(dir)
 }
 
 /// What `.git` itself adds: the link or `gitdir:` file (rewritten, it points

@@ -295,8 +295,8 @@ fn network_tried(mode: &str, tried: u64) -> Option<String> {
         return None;
     }
     Some(match mode {
-        "allowlist" => "the command tried to reach the network directly; here only the allowlist proxy is reachable (through HTTPS_PROXY/HTTP_PROXY, set inside): a program that ignores them cannot connect, and a host the list does not name is refused (add it with --allow-domain HOST)".into(),
-        _ => "the command tried to reach the network, which this sandbox denies (run with --network allow, or --network allowlist --allow-domain HOST for one host)".into(),
+        "allowlist" => "the network is reachable here only through the allowlist proxy (HTTPS_PROXY/HTTP_PROXY, set inside), and the command tried it directly: a program that ignores those variables cannot connect (the user, not the command, can add a host: --allow-domain HOST)".into(),
+        _ => "the network is denied in this sandbox, and the command tried to use it (the user, not the command, can open it: --network allow, or --allow-domain HOST for one host)".into(),
     })
 }
 

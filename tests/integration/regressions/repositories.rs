@@ -922,9 +922,93 @@ echo DONE"#,
         both(&out)
     );
     assert!(
-        present(&world.project.join("planted.git.sbx-blocked")),
+        present(&world.project.join("planted.git/HEAD.sbx-blocked")),
         "{}",
         both(&out)
     );
     assert!(world.project.join("plain.git/HEAD").is_file());
+}
+
+/// Review of the bare-repository check: git also takes a directory for a
+/// repository when its `HEAD` is a link into `refs/`, its `objects` a link,
+/// or a `commondir` supplies them; the command turned the project's own
+/// `src/` into one, whose `core.sshCommand` the user's `git fetch` there ran.
+#[test]
+fn a_directory_turned_into_a_git_directory_any_way_git_accepts_is_caught() {
+    require_sandbox!();
+    for (name, script) in [
+        (
+            "head-link",
+            "cd src && mkdir -p objects refs/heads && ln -s refs/heads/main HEAD",
+        ),
+        (
+            "objects-link",
+            "mkdir .o && cd src && ln -s ../.o objects && mkdir -p refs/heads && echo 'ref: refs/heads/main' > HEAD",
+        ),
+        (
+            "commondir",
+            "mkdir -p lib/x/objects lib/x/refs/heads && cd src && echo 'ref: refs/heads/main' > HEAD && echo ../lib/x > commondir && cd ../lib/x",
+        ),
+    ] {
+        let world = World::new();
+        world.git_repo();
+        std::fs::create_dir_all(world.project.join("src")).unwrap();
+        util::write(&world.project.join("src/main.c"), "int main;\n");
+        let out = sbx_sh(
+            &world,
+            &world.project,
+            &[],
+            &format!(
+                r#"set -e; {script}
+printf '[core]\n\tbare = true\n\tsshCommand = "%s; false"\n[remote "origin"]\n\turl = ssh://example.invalid/r.git\n' "$1" > config
+echo PLANTED"#
+            ),
+            &[&planted(&world)],
+        );
+        assert!(stdout(&out).contains("PLANTED"), "{name}: {}", both(&out));
+        // The user fetches there: git runs core.sshCommand to reach the
+        // remote, no working tree needed.
+        let _ = world
+            .host_cmd("git")
+            .args(["fetch", "-q", "origin"])
+            .current_dir(world.project.join("src"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!git_marker(&world).exists(), "{name}: {}", both(&out));
+        // The user's files stay where they are.
+        assert!(world.project.join("src/main.c").is_file(), "{name}");
+    }
+}
+
+/// Review finding: every repository in another writable root cost its own
+/// mounts, and a few hundred made each run take seconds, then refused
+/// (500). Past 64 in one root they are not kept read-only, and sbx says so,
+/// naming the root; the run goes on.
+#[test]
+fn a_writable_root_full_of_repositories_is_named_not_refused() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let many = world.home.join("many");
+    for i in 0..65 {
+        util::git(
+            &world.home,
+            &["init", "-q", many.join(format!("r{i}")).to_str().unwrap()],
+        );
+    }
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &["--writable", many.to_str().unwrap()],
+        "echo RAN",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert!(stdout(&out).contains("RAN"), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("holds 65 git repositories") && stderr(&out).contains("/many"),
+        "{}",
+        both(&out)
+    );
 }

@@ -186,7 +186,7 @@ fn a_denied_network_fails_fast_and_says_so() {
         both(&out)
     );
     assert!(
-        crate::host::stderr(&out).contains("tried to reach the network")
+        crate::host::stderr(&out).contains("the network is denied")
             && crate::host::stderr(&out).contains("--network allow"),
         "{}",
         both(&out)
@@ -194,7 +194,7 @@ fn a_denied_network_fails_fast_and_says_so() {
     let out = Sbx.run_sh(&world, "echo no network here >&2; exit 3");
     assert_eq!(out.status.code(), Some(3), "{}", both(&out));
     assert!(
-        !crate::host::stderr(&out).contains("tried to reach the network"),
+        !crate::host::stderr(&out).contains("the network is denied"),
         "{}",
         both(&out)
     );
