@@ -69,9 +69,7 @@ pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bo
                 continue;
             }
         };
-        let parsed = gitconfig::read(&config.before)
-            .and_then(|before| gitconfig::read(&after).map(|after| (before, after)));
-        let (before, after) = match parsed {
+        let (before, after) = match gitconfig::read_pair(&config.before, &after) {
             Ok(both) => both,
             Err(why) => {
                 warn(&format!(
@@ -490,8 +488,7 @@ fn stage(staged: &Path, real: &Path, now: &[u8], changes: &Changes) -> Result<()
     // The user may have changed the file during the run: the result is
     // judged whole once more.
     let result = std::fs::read(staged).map_err(|e| format!("reading {}: {e}", staged.display()))?;
-    let (before, after) =
-        gitconfig::read(now).and_then(|b| gitconfig::read(&result).map(|a| (b, a)))?;
+    let (before, after) = gitconfig::read_pair(now, &result)?;
     let dangling = dangling_remotes(&before, &after);
     if !dangling.is_empty() {
         return Err(format!("the result would leave [{}]", dangling.join(", ")));

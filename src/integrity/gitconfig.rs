@@ -80,6 +80,12 @@ pub fn read(content: &[u8]) -> Result<Vec<Entry>, String> {
         .collect())
 }
 
+/// [`read`] for a config before and after a run: both, or why git refuses
+/// either.
+pub fn read_pair(before: &[u8], after: &[u8]) -> Result<(Vec<Entry>, Vec<Entry>), String> {
+    Ok((read(before)?, read(after)?))
+}
+
 /// An entry from git's `section[.subsection].name` and a value.
 fn entry(full_key: &str, value: &str) -> Entry {
     let section = full_key.split('.').next().unwrap_or("");
@@ -257,8 +263,7 @@ pub fn check_git_configs(configs: &[GitConfigWatch], warn: &dyn Fn(&str)) -> boo
                 continue;
             }
         };
-        let parsed = read(&c.before).and_then(|before| read(&after).map(|after| (before, after)));
-        let (before, after) = match parsed {
+        let (before, after) = match read_pair(&c.before, &after) {
             Ok(both) => both,
             Err(why) => {
                 warn(&format!(

@@ -746,21 +746,13 @@ fn a_killed_runs_config_copy_never_reaches_the_host() {
     let world = World::new();
     world.git_repo();
     let sleep = format!("sleep {}", unique(30));
-    let mut cmd = world.sbx_std();
-    sh_in(
-        &mut cmd,
-        &[],
+    let mut child = started_and_up(
+        &world,
         &format!(
             r#"git config core.fsmonitor "$1" && git config user.email x@example.invalid && echo up > up; {sleep}"#
         ),
         &[&planted(&world)],
     );
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_up(&world);
     let config = world.project.join(".git/config");
     let during = std::fs::read_to_string(&config).unwrap();
     assert!(!during.contains("fsmonitor"), "{during}");
