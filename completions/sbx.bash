@@ -31,6 +31,9 @@ _sbx() {
             sbx,__probe)
                 cmd="sbx__subcmd____probe"
                 ;;
+            sbx,__reduced)
+                cmd="sbx__subcmd____reduced"
+                ;;
             sbx,check)
                 cmd="sbx__subcmd__check"
                 ;;
@@ -53,7 +56,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-h -V --help --version run profile check completions man __inner __guard __filter __connect __probe"
+            opts="-h -V --help --version run profile check completions man __inner __reduced __guard __filter __connect __probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -164,8 +167,50 @@ _sbx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        sbx__subcmd____reduced)
+            opts="-h --read --write --device --hide --writes-unrestricted --network --allow-unix-sockets --ready-fd --limit --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --read)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --write)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hide)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --network)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ready-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         sbx__subcmd__check)
-            opts="-q -h --config --network --allow-domain --writable --unix-sockets --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --format --help"
+            opts="-q -h --config --network --allow-domain --writable --unix-sockets --read-only --require --backend --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -189,6 +234,14 @@ _sbx() {
                     ;;
                 --unix-sockets)
                     COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
+                    return 0
+                    ;;
+                --require)
+                    COMPREPLY=($(compgen -W "full reduced" -- "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "auto bwrap reduced" -- "${cur}"))
                     return 0
                     ;;
                 --project)
@@ -259,7 +312,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__profile)
-            opts="-q -h --config --network --allow-domain --writable --unix-sockets --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --platform --format --home --help"
+            opts="-q -h --config --network --allow-domain --writable --unix-sockets --read-only --require --backend --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --platform --format --home --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -283,6 +336,14 @@ _sbx() {
                     ;;
                 --unix-sockets)
                     COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
+                    return 0
+                    ;;
+                --require)
+                    COMPREPLY=($(compgen -W "full reduced" -- "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "auto bwrap reduced" -- "${cur}"))
                     return 0
                     ;;
                 --project)
@@ -329,7 +390,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__run)
-            opts="-q -h --config --network --allow-domain --writable --unix-sockets --read-only --require --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --help"
+            opts="-q -h --config --network --allow-domain --writable --unix-sockets --read-only --require --backend --unsandboxed --quiet --project --max-processes --max-open-files --max-file-size --max-memory --cpu-time --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -353,6 +414,14 @@ _sbx() {
                     ;;
                 --unix-sockets)
                     COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
+                    return 0
+                    ;;
+                --require)
+                    COMPREPLY=($(compgen -W "full reduced" -- "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "auto bwrap reduced" -- "${cur}"))
                     return 0
                     ;;
                 --project)

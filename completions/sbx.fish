@@ -32,6 +32,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "check" -d 'Diagnose the bac
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a completion script for a shell'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "man" -d 'Print the man page (roff), sbx.toml(5) with --section 5, or the config schema with --schema'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__inner" -d 'Internal: the second stage, run by bubblewrap inside the sandbox as PID 1'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "__reduced" -d 'Reduced mode\'s stage: apply Landlock, no_new_privs and seccomp to this process, then exec the command'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__guard" -d 'Internal: the guardian of a run, which makes its checks if sbx is killed'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__filter" -d 'Internal: add the Unix-socket filter, then exec the command'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__connect" -d 'Internal: an ssh ProxyCommand that tunnels through the allowlist proxy'
@@ -44,6 +45,11 @@ complete -c sbx -n "__fish_sbx_using_subcommand run" -l allow-domain -d 'Allow t
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l writable -d 'Also make PATH writable (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l unix-sockets -d 'Unix sockets: deny (default), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
 allow\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l require -d 'Refuse to run (exit 125) when the full sandbox cannot be enforced; `--require=reduced` accepts Linux\'s reduced mode too' -r -f -a "full\t''
+reduced\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l backend -d 'Which Linux sandbox runs: auto (bubblewrap, else reduced mode), bwrap, or reduced (Landlock and seccomp)' -r -f -a "auto\t''
+bwrap\t''
+reduced\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-open-files -d 'At most N open files per process' -r
@@ -51,7 +57,6 @@ complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-file-size -d 'No fil
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-memory -d 'At most SIZE of memory (not enforced yet: reported as such)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l cpu-time -d 'At most SECS seconds of CPU time per process' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l read-only -d 'No writes at all; reads limited to the project and system paths'
-complete -c sbx -n "__fish_sbx_using_subcommand run" -l require -d 'Refuse to run (exit 125) when the sandbox cannot be enforced'
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l unsandboxed -d 'Run this one command without the sandbox, after an interactive yes on the terminal'
 complete -c sbx -n "__fish_sbx_using_subcommand run" -s q -l quiet -d 'Do not print the banner (warnings are still printed)'
 complete -c sbx -n "__fish_sbx_using_subcommand run" -s h -l help -d 'Print help'
@@ -63,6 +68,11 @@ complete -c sbx -n "__fish_sbx_using_subcommand profile" -l allow-domain -d 'All
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l writable -d 'Also make PATH writable (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l unix-sockets -d 'Unix sockets: deny (default), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
 allow\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l require -d 'Refuse to run (exit 125) when the full sandbox cannot be enforced; `--require=reduced` accepts Linux\'s reduced mode too' -r -f -a "full\t''
+reduced\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l backend -d 'Which Linux sandbox runs: auto (bubblewrap, else reduced mode), bwrap, or reduced (Landlock and seccomp)' -r -f -a "auto\t''
+bwrap\t''
+reduced\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-open-files -d 'At most N open files per process' -r
@@ -75,7 +85,6 @@ complete -c sbx -n "__fish_sbx_using_subcommand profile" -l format -d 'Output fo
 json\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l home -d 'Pretend the home directory is DIR (for reproducible snapshots)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l read-only -d 'No writes at all; reads limited to the project and system paths'
-complete -c sbx -n "__fish_sbx_using_subcommand profile" -l require -d 'Refuse to run (exit 125) when the sandbox cannot be enforced'
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l unsandboxed -d 'Run this one command without the sandbox, after an interactive yes on the terminal'
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -s q -l quiet -d 'Do not print the banner (warnings are still printed)'
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -s h -l help -d 'Print help'
@@ -87,6 +96,11 @@ complete -c sbx -n "__fish_sbx_using_subcommand check" -l allow-domain -d 'Allow
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l writable -d 'Also make PATH writable (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l unix-sockets -d 'Unix sockets: deny (default), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
 allow\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l require -d 'Refuse to run (exit 125) when the full sandbox cannot be enforced; `--require=reduced` accepts Linux\'s reduced mode too' -r -f -a "full\t''
+reduced\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l backend -d 'Which Linux sandbox runs: auto (bubblewrap, else reduced mode), bwrap, or reduced (Landlock and seccomp)' -r -f -a "auto\t''
+bwrap\t''
+reduced\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l project -d 'Use DIR as the project root instead of the repository around the working directory' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-open-files -d 'At most N open files per process' -r
@@ -96,7 +110,6 @@ complete -c sbx -n "__fish_sbx_using_subcommand check" -l cpu-time -d 'At most S
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l format -d 'Output format' -r -f -a "text\t''
 json\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l read-only -d 'No writes at all; reads limited to the project and system paths'
-complete -c sbx -n "__fish_sbx_using_subcommand check" -l require -d 'Refuse to run (exit 125) when the sandbox cannot be enforced'
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l unsandboxed -d 'Run this one command without the sandbox, after an interactive yes on the terminal'
 complete -c sbx -n "__fish_sbx_using_subcommand check" -s q -l quiet -d 'Do not print the banner (warnings are still printed)'
 complete -c sbx -n "__fish_sbx_using_subcommand check" -s h -l help -d 'Print help'
@@ -113,6 +126,16 @@ complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l config-copies -d 'Th
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l private-config -d 'A git config to mount the link `N.link` over, N counting from 0 in the order given (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l allow-unix-sockets -d 'Let the command create Unix sockets'
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l read -d 'Readable, with everything beneath it but the hidden paths (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l write -d 'Writable, with everything beneath it (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l device -d 'A device node or directory programs write to (skipped when missing)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l hide -d 'A real path left unreadable (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l network -d '`deny`, `allow`, or `proxy:PORT` (TCP to that port only)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l ready-fd -d 'A pipe on which to report that the rules are in force' -r
+complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l limit -d 'A resource limit for the command (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l writes-unrestricted -d 'Rule reads only (`filesystem = false`)'
+complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l allow-unix-sockets -d 'Let the command create Unix sockets'
+complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __guard" -l cache -d 'sbx\'s cache directory (the run\'s note is in its `pending`)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __guard" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __filter" -s h -l help -d 'Print help'

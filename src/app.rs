@@ -54,6 +54,7 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
         }
         Some(Cmd::Man(args)) => man(&args),
         Some(Cmd::Inner(args)) => run::inner(args),
+        Some(Cmd::Reduced(args)) => run::reduced_stage(args),
         Some(Cmd::Filter { command }) => run::filter(&command),
         Some(Cmd::Guard { cache }) => run::guard(&cache),
         Some(Cmd::Connect { host, port }) => crate::proxy::connect_stdio(&host, port),
@@ -216,7 +217,7 @@ fn run_inside(
 /// `enabled = false`: the command runs as it is, unless `require` is set.
 fn run_disabled(policy: &Policy, style: Style, shell_command: bool) -> Result<Infallible> {
     // `require` asks for a sandbox or nothing: a disabled one is nothing.
-    if policy.require {
+    if policy.require != config::Require::Nothing {
         bail!("the sandbox is disabled (`enabled = false` in your configuration) and `require` is set (--require or `require = true`); the command was not run");
     }
     if banner::wanted(policy.banner, shell_command) {
@@ -236,6 +237,9 @@ fn run_sandboxed(
     style: Style,
     shell_command: bool,
 ) -> Result<Infallible> {
+    if policy.platform == Platform::Linux && policy.backend == config::Backend::Reduced {
+        return run::run_reduced(policy, host, style, shell_command, "backend = \"reduced\"");
+    }
     if policy.platform == Platform::Macos && policy.unix_sockets {
         banner::warn(
             style,
@@ -246,7 +250,7 @@ fn run_sandboxed(
         policy::Network::Allowlist(rules) => Some(run::allowlist::start_proxy(
             rules,
             host,
-            policy.platform,
+            policy.platform == Platform::Macos,
             &policy.writable,
             policy.banner != config::BannerMode::Never,
         )?),
@@ -267,17 +271,15 @@ fn run_sandboxed(
         Ok(plan) => plan,
         Err(cause) => {
             drop(proxy);
+            let reduced =
+                policy.platform == Platform::Linux && policy.backend == config::Backend::Auto;
+            if reduced {
+                return run::run_reduced(policy, host, style, shell_command, &cause);
+            }
             return run::unavailable(policy, style, &cause);
         }
     };
-    run::run_plan(
-        &plan,
-        policy,
-        style,
-        shell_command,
-        proxy,
-        host.cache_dir.as_deref(),
-    )
+    run::run_plan(&plan, policy, style, shell_command, proxy, host)
 }
 
 /// The argv to run: in shell mode the inner shell and its arguments.
@@ -305,17 +307,19 @@ fn render(
         .clone()
         .unwrap_or_else(|| PathBuf::from("sbx"));
     // A dry run shows where the per-run proxy would be.
+    let reduced = policy.backend == config::Backend::Reduced;
     let shown = dry_run.then(|| backend::Proxy {
         listen: match policy.platform {
-            Platform::Linux => backend::Listen::UnixSocket(PathBuf::from(
+            Platform::Linux if !reduced => backend::Listen::UnixSocket(PathBuf::from(
                 "$XDG_RUNTIME_DIR/sbx-proxy-PER-RUN/proxy.sock",
             )),
-            Platform::Macos => backend::Listen::Loopback(DRY_RUN_PORT),
+            _ => backend::Listen::Loopback(DRY_RUN_PORT),
         },
         token: "PER-RUN-TOKEN".into(),
     });
     let proxy = proxy.or(shown.as_ref());
     match policy.platform {
+        Platform::Linux if reduced => Ok(Ok(run::reduced_plan(policy, &sbx, proxy))),
         Platform::Linux => {
             let path_var = host.var("PATH").map(|p| p.as_os_str());
             let bwrap = match crate::exec::find_bwrap(policy, path_var) {

@@ -38,12 +38,38 @@ impl Verdict {
 
 /// Run `sbx check`.
 pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> {
-    let backend = backend(policy, host);
-    let (started, tests) = match &backend {
-        Ok(_) if policy.enabled => self_test(policy, host),
+    let mut backend = backend(policy, host);
+    let mut reduced = reduced_only(policy);
+    let (mut started, mut tests) = match &backend {
+        Ok(_) if policy.enabled => self_test(policy, host, reduced),
         Ok(_) => (Ok(()), Vec::new()),
-        Err(e) => (Err(e.clone()), Vec::new()),
+        Err(e) => (Err(NotStarted::from(e.clone())), Vec::new()),
     };
+    // As a run does: where bubblewrap is missing or cannot start on this
+    // machine, reduced mode, when it is allowed.
+    let falls_back = policy.enabled
+        && policy.platform == Platform::Linux
+        && policy.backend == crate::config::Backend::Auto
+        && policy.require != crate::config::Require::Full
+        && reduced.is_none()
+        && (backend.is_err() || started.as_ref().is_err_and(|e| e.environment));
+    if let (true, Some(landlock)) = (falls_back, crate::run::landlock()) {
+        let why = match (&backend, &started) {
+            (Err(e), _) => e.clone(),
+            (_, Err(e)) => e.text.clone(),
+            _ => String::new(),
+        };
+        backend = Ok(reduced_text(
+            landlock,
+            &format!("bubblewrap cannot start here: {why}"),
+        ));
+        reduced = Some(landlock);
+        (started, tests) = self_test(policy, host, reduced);
+    }
+    let unenforced = reduced
+        .map(|l| crate::backend::reduced::unenforced(policy, l))
+        .unwrap_or_default();
+    let started = started.map_err(|e| e.text);
     // A disabled sandbox enforces nothing: never report it as enforced.
     let ok =
         policy.enabled && backend.is_ok() && started.is_ok() && tests.iter().all(|(_, v)| v.ok());
@@ -52,6 +78,7 @@ pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> 
         backend,
         started,
         tests,
+        unenforced,
         ok,
     };
     match format {
@@ -71,6 +98,8 @@ struct Report<'a> {
     backend: Result<String, String>,
     started: Result<(), String>,
     tests: Vec<(&'static str, Verdict)>,
+    /// What reduced mode does not enforce here (empty in full mode).
+    unenforced: Vec<String>,
     ok: bool,
 }
 
@@ -119,6 +148,7 @@ impl Report<'_> {
                 "how": l.how.unwrap_or_else(|why| why),
             })).collect::<Vec<_>>(),
             "warnings": policy.warnings,
+            "unenforced": self.unenforced,
         });
         println!(
             "{}",
@@ -150,6 +180,9 @@ impl Report<'_> {
         for (name, verdict) in tests {
             println!("test:     {name}: {}", verdict.text());
         }
+        for u in &self.unenforced {
+            println!("reduced:  NOT enforced: {u}");
+        }
         for l in self.limits() {
             match l.how {
                 Ok(how) => println!("limit:    {} {}: enforced ({how})", l.key, l.value),
@@ -164,7 +197,9 @@ impl Report<'_> {
         }
         println!(
             "{}",
-            if ok {
+            if ok && !self.unenforced.is_empty() {
+                "result:   reduced mode: the self-tests pass, and what the `reduced:` lines name is NOT enforced here"
+            } else if ok {
                 "result:   everything the policy asks for is enforced"
             } else if !policy.enabled {
                 "result:   nothing is enforced: the sandbox is disabled"
@@ -175,9 +210,31 @@ impl Report<'_> {
     }
 }
 
+/// Reduced mode's Landlock, when `backend = "reduced"` asks for it alone.
+fn reduced_only(policy: &Policy) -> Option<crate::backend::reduced::Landlock> {
+    let asked =
+        policy.platform == Platform::Linux && policy.backend == crate::config::Backend::Reduced;
+    asked.then(crate::run::landlock).flatten()
+}
+
+/// How `sbx check` names reduced mode.
+fn reduced_text(landlock: crate::backend::reduced::Landlock, why: &str) -> String {
+    format!(
+        "reduced mode: Landlock ABI {}{} and seccomp ({why})",
+        landlock.abi,
+        if landlock.scopes() { " or later" } else { "" }
+    )
+}
+
 /// The backend that would run, with its version.
 fn backend(policy: &Policy, host: &Host) -> Result<String, String> {
     match policy.platform {
+        Platform::Linux if policy.backend == crate::config::Backend::Reduced => {
+            match reduced_only(policy) {
+                Some(l) => Ok(reduced_text(l, "backend = \"reduced\"")),
+                None => Err("reduced mode needs Landlock ABI 3 (Linux 6.2) or newer, which this kernel does not offer".into()),
+            }
+        }
         Platform::Linux => {
             let path = crate::exec::find_bwrap(policy, host.var("PATH").map(|p| p.as_os_str()))
                 .map_err(|no| no.text)?;
@@ -200,20 +257,52 @@ fn backend(policy: &Policy, host: &Host) -> Result<String, String> {
     }
 }
 
-/// Whether the self-test's sandbox started (why not), and each verdict.
-type SelfTest = (Result<(), String>, Vec<(&'static str, Verdict)>);
+/// Why the self-test's sandbox did not start.
+#[derive(Debug, Clone)]
+struct NotStarted {
+    text: String,
+    /// Nothing that sandbox can start on this machine (not this policy).
+    environment: bool,
+}
 
-/// Run a real sandbox with the effective policy plus one planted secret, and
-/// judge from the host what it could do.
-fn self_test(policy: &Policy, host: &Host) -> SelfTest {
-    match try_self_test(policy, host) {
+impl From<String> for NotStarted {
+    fn from(text: String) -> Self {
+        NotStarted {
+            text,
+            environment: false,
+        }
+    }
+}
+
+impl From<&str> for NotStarted {
+    fn from(text: &str) -> Self {
+        NotStarted::from(text.to_string())
+    }
+}
+
+/// Whether the self-test's sandbox started (why not), and each verdict.
+type SelfTest = (Result<(), NotStarted>, Vec<(&'static str, Verdict)>);
+
+/// Run a real sandbox (reduced mode's with `reduced`) with the effective
+/// policy plus one planted secret, and judge from the host what it could
+/// do.
+fn self_test(
+    policy: &Policy,
+    host: &Host,
+    reduced: Option<crate::backend::reduced::Landlock>,
+) -> SelfTest {
+    match try_self_test(policy, host, reduced.is_some()) {
         Ok(tests) => (Ok(()), tests),
         Err(e) => (Err(e), Vec::new()),
     }
 }
 
 /// [`self_test`], or why its sandbox could not be run.
-fn try_self_test(policy: &Policy, host: &Host) -> Result<Vec<(&'static str, Verdict)>, String> {
+fn try_self_test(
+    policy: &Policy,
+    host: &Host,
+    reduced: bool,
+) -> Result<Vec<(&'static str, Verdict)>, NotStarted> {
     use crate::config::FsSetting;
     use crate::policy::Network;
     use std::net::TcpListener;
@@ -222,9 +311,9 @@ fn try_self_test(policy: &Policy, host: &Host) -> Result<Vec<(&'static str, Verd
     let sbx = host
         .self_exe
         .clone()
-        .ok_or_else(|| "cannot find sbx's own executable".to_string())?;
+        .ok_or_else(|| NotStarted::from("cannot find sbx's own executable"))?;
     let scratch = scratch_dir(policy, host)
-        .ok_or_else(|| "no scratch directory outside the writable roots".to_string())?;
+        .ok_or_else(|| NotStarted::from("no scratch directory outside the writable roots"))?;
     let _cleanup = RemoveOnDrop(scratch.clone());
     let marker = format!("sbx-check-secret-{}", std::process::id());
     let secret = scratch.join("secret");
@@ -241,11 +330,18 @@ fn try_self_test(policy: &Policy, host: &Host) -> Result<Vec<(&'static str, Verd
         .unwrap_or_default();
 
     let probe = probe_policy(policy, &sbx, &secret, &written, &addr);
-    let plan = probe_plan(&probe, host, &sbx)?;
-    let (stdout, stderr) =
-        crate::exec::run_captured(&plan, Duration::from_secs(10)).map_err(|e| format!("{e:#}"))?;
+    let plan = match reduced {
+        true => crate::backend::reduced::render(&probe, &sbx, None),
+        false => probe_plan(&probe, host, &sbx)?,
+    };
+    let (stdout, stderr) = crate::exec::run_captured(&plan, Duration::from_secs(10))
+        .map_err(|e| NotStarted::from(format!("{e:#}")))?;
     if !stdout.lines().any(|l| l == "started") {
-        return Err(crate::run::probe_not_started(&plan, &stderr));
+        if reduced {
+            return Err(NotStarted::from(crate::banner::sanitize(stderr.trim())));
+        }
+        let (text, environment) = crate::run::probe_not_started(&plan, &stderr);
+        return Err(NotStarted { text, environment });
     }
 
     let mut tests = Vec::new();

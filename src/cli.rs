@@ -48,6 +48,10 @@ pub enum Cmd {
     /// Internal: the second stage, run by bubblewrap inside the sandbox as PID 1.
     #[command(name = "__inner", hide = true)]
     Inner(InnerArgs),
+    /// Reduced mode's stage: apply Landlock, no_new_privs and seccomp to
+    /// this process, then exec the command.
+    #[command(name = "__reduced", hide = true)]
+    Reduced(ReducedArgs),
     /// Internal: the guardian of a run, which makes its checks if sbx is killed.
     #[command(name = "__guard", hide = true)]
     Guard {
@@ -97,9 +101,14 @@ pub struct PolicyArgs {
     /// No writes at all; reads limited to the project and system paths.
     #[arg(long)]
     pub read_only: bool,
-    /// Refuse to run (exit 125) when the sandbox cannot be enforced.
-    #[arg(long)]
-    pub require: bool,
+    /// Refuse to run (exit 125) when the full sandbox cannot be enforced;
+    /// `--require=reduced` accepts Linux's reduced mode too.
+    #[arg(long, value_enum, value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = "full")]
+    pub require: Option<RequireArg>,
+    /// Which Linux sandbox runs: auto (bubblewrap, else reduced mode),
+    /// bwrap, or reduced (Landlock and seccomp).
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    pub backend: Option<BackendArg>,
     /// Run this one command without the sandbox, after an interactive yes on the terminal.
     #[arg(long)]
     pub unsandboxed: bool,
@@ -215,6 +224,57 @@ pub struct InnerArgs {
     /// The command and its arguments.
     #[arg(required = true, allow_hyphen_values = true, last = true)]
     pub command: Vec<OsString>,
+}
+
+/// `sbx __reduced`: the rules decided by the outer stage
+/// (`backend::reduced`).
+#[derive(Debug, Args)]
+pub struct ReducedArgs {
+    /// Readable, with everything beneath it but the hidden paths (repeatable).
+    #[arg(long = "read", value_name = "PATH")]
+    pub read: Vec<PathBuf>,
+    /// Writable, with everything beneath it (repeatable).
+    #[arg(long = "write", value_name = "PATH")]
+    pub write: Vec<PathBuf>,
+    /// A device node or directory programs write to (skipped when missing).
+    #[arg(long = "device", value_name = "PATH")]
+    pub devices: Vec<PathBuf>,
+    /// A real path left unreadable (repeatable).
+    #[arg(long = "hide", value_name = "PATH")]
+    pub hide: Vec<PathBuf>,
+    /// Rule reads only (`filesystem = false`).
+    #[arg(long)]
+    pub writes_unrestricted: bool,
+    /// `deny`, `allow`, or `proxy:PORT` (TCP to that port only).
+    #[arg(long, value_name = "MODE")]
+    pub network: String,
+    /// Let the command create Unix sockets.
+    #[arg(long)]
+    pub allow_unix_sockets: bool,
+    /// A pipe on which to report that the rules are in force.
+    #[arg(long, value_name = "FD")]
+    pub ready_fd: Option<i32>,
+    /// A resource limit for the command (repeatable).
+    #[arg(long = "limit", value_name = "NAME=VALUE")]
+    pub limits: Vec<String>,
+    /// The command and its arguments.
+    #[arg(required = true, allow_hyphen_values = true, last = true)]
+    pub command: Vec<OsString>,
+}
+
+/// `--require[=LEVEL]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RequireArg {
+    Full,
+    Reduced,
+}
+
+/// `--backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    Auto,
+    Bwrap,
+    Reduced,
 }
 
 /// `--unix-sockets`.

@@ -101,6 +101,70 @@ pub enum UnixSockets {
     Allow,
 }
 
+/// `require = false | true | "reduced"`: which sandboxes are good enough to
+/// run the command in; anything less refuses it (exit 125). Ordered from the
+/// least to the most demanding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Require {
+    /// Any: the best available, or none (loudly).
+    Nothing,
+    /// Full or reduced mode (Landlock and seccomp, Linux).
+    Reduced,
+    /// The full sandbox only (bubblewrap, Seatbelt).
+    Full,
+}
+
+impl<'de> Deserialize<'de> for Require {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(Require::Full),
+            Raw::Bool(false) => Ok(Require::Nothing),
+            Raw::Str(s) if s == "reduced" => Ok(Require::Reduced),
+            Raw::Str(s) => Err(serde::de::Error::custom(format!(
+                "expected true, false or \"reduced\", found {s:?}"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Require {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Require::Nothing => "false",
+            Require::Reduced => "\"reduced\"",
+            Require::Full => "true",
+        })
+    }
+}
+
+/// `backend = "auto" | "bwrap" | "reduced"` (Linux): which sandbox runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// bubblewrap, and reduced mode where bubblewrap cannot start.
+    Auto,
+    /// bubblewrap only.
+    Bwrap,
+    /// Reduced mode only (Landlock and seccomp applied by sbx itself).
+    Reduced,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Auto => "auto",
+            Backend::Bwrap => "bwrap",
+            Backend::Reduced => "reduced",
+        })
+    }
+}
+
 /// `env = "inherit" | "minimal"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -124,7 +188,7 @@ pub enum BannerMode {
 #[serde(deny_unknown_fields)]
 pub struct SandboxTable {
     pub enabled: Option<bool>,
-    pub require: Option<bool>,
+    pub require: Option<Require>,
     pub filesystem: Option<FsSetting>,
     pub writable: Option<Vec<Spanned<String>>>,
     pub deny_read: Option<Vec<Spanned<String>>>,
@@ -139,6 +203,8 @@ pub struct SandboxTable {
     pub banner: Option<BannerMode>,
     /// Absolute path of the bubblewrap to use (user file or `--config` only).
     pub bwrap: Option<Spanned<String>>,
+    /// Which Linux sandbox runs (user file or `--config` only).
+    pub backend: Option<Backend>,
     pub max_processes: Option<Count>,
     pub max_open_files: Option<Count>,
     pub max_file_size: Option<Size>,

@@ -193,7 +193,7 @@ fn pins_and_protected(a: &mut Args, policy: &Policy, proxy: Option<&Proxy>, copi
 
 /// The paths to mask: existing credentials (by their real path) and the
 /// project's `.env` files, shallowest first.
-fn masks(policy: &Policy) -> Vec<(PathBuf, Kind)> {
+pub(crate) fn masks(policy: &Policy) -> Vec<(PathBuf, Kind)> {
     let mut masks: Vec<(PathBuf, Kind)> = Vec::new();
     for c in &policy.credentials {
         if let (Some(real), Kind::Dir | Kind::File) = (&c.real, c.kind) {

@@ -6,6 +6,7 @@
 //! macOS profile can be produced and tested on Linux and the other way round.
 
 pub mod bwrap;
+pub mod reduced;
 pub mod seatbelt;
 
 use std::ffi::OsString;

@@ -17,6 +17,7 @@ fn type_text(ty: Type) -> String {
             .collect::<Vec<_>>()
             .join(" | "),
         Type::Filesystem => "true | false | \"read-only\"".into(),
+        Type::Require => "true | false | \"reduced\"".into(),
         Type::Paths => "[paths]".into(),
         Type::Hosts => "[hosts]".into(),
         Type::VarNames => "[names]".into(),

@@ -11,6 +11,8 @@ pub enum Type {
     Enum(&'static [&'static str]),
     /// `true`, `false` or `"read-only"`.
     Filesystem,
+    /// `true`, `false` or `"reduced"`.
+    Require,
     /// An array of paths.
     Paths,
     /// An array of allowlist entries.
@@ -56,12 +58,14 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "require",
-        ty: Type::Bool,
+        ty: Type::Require,
         default: Some("false"),
         default_text: "",
-        meaning: "`true`: when the sandbox cannot be enforced, refuse with exit status 125 instead of \
-running the command unsandboxed with a loud warning.",
-        project: "may set `true`, never `false`.",
+        meaning: "`true`: when the full sandbox (bubblewrap, Seatbelt) cannot be enforced, refuse with \
+exit status 125 instead of running the command in reduced mode or unsandboxed. `\"reduced\"` \
+(Linux): accept reduced mode (Landlock and seccomp, what it does not enforce said on every run), \
+refuse to run unsandboxed. `false`: the best sandbox available, or none, loudly.",
+        project: "may only make it stricter: `true` over `\"reduced\"` over `false`.",
         example: "true",
     },
     Key {
@@ -215,6 +219,18 @@ writable path or the working directory is never used.",
         example: "\"/usr/bin/bwrap\"",
     },
     Key {
+        name: "backend",
+        ty: Type::Enum(&["auto", "bwrap", "reduced"]),
+        default: Some("\"auto\""),
+        default_text: "",
+        meaning: "Which sandbox runs on Linux: `\"bwrap\"` (full mode), `\"reduced\"` (Landlock and \
+seccomp applied by sbx itself, for containers and CI where bubblewrap cannot start; what it does not \
+enforce is said on every run), or `\"auto\"`: bubblewrap, and reduced mode where bubblewrap cannot \
+start. Ignored on macOS.",
+        project: "ignored with a warning: trusted files only.",
+        example: "\"reduced\"",
+    },
+    Key {
         name: "max_processes",
         ty: Type::Count,
         default: Some("4096"),
@@ -284,6 +300,9 @@ pub fn schema() -> Result<String> {
             Type::Enum(values) => json!({"type": "string", "enum": values}),
             Type::Filesystem => {
                 json!({"type": ["boolean", "string"], "enum": [true, false, "read-only"]})
+            }
+            Type::Require => {
+                json!({"type": ["boolean", "string"], "enum": [true, false, "reduced"]})
             }
             Type::Paths => json!({
                 "type": "array",

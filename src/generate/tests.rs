@@ -136,6 +136,7 @@ fn a_file_with_every_schema_key_loads() {
         t.shell.is_some(),
         t.banner.is_some(),
         t.bwrap.is_some(),
+        t.backend.is_some(),
     ];
     assert!(set.iter().all(|s| *s), "{text}");
     assert_eq!(props.len(), names::<SandboxTable>().len());

@@ -25,7 +25,8 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
     Policy {
         platform,
         enabled: true,
-        require: false,
+        require: crate::config::Require::Nothing,
+        backend: crate::config::Backend::Auto,
         allow_unsandboxed: true,
         filesystem: FsSetting::Restricted,
         home: home.clone(),

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::cli::PolicyArgs;
-use crate::config::{BannerMode, FsSetting, NetworkMode, Source, UnixSockets};
+use crate::config::{Backend, BannerMode, FsSetting, NetworkMode, Require, Source, UnixSockets};
 use crate::netrule::HostRule;
 
 mod credentials;
@@ -136,7 +136,11 @@ pub struct EnvPlan {
 pub struct Policy {
     pub platform: Platform,
     pub enabled: bool,
-    pub require: bool,
+    /// Which sandboxes are good enough to run the command in.
+    pub require: Require,
+    /// Which Linux sandbox runs.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub backend: Backend,
     pub allow_unsandboxed: bool,
     pub filesystem: FsSetting,
     /// The home directory as given (lexical).
@@ -353,6 +357,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         platform: host.platform,
         enabled: s.enabled,
         require: s.require,
+        backend: s.backend,
         allow_unsandboxed: s.allow_unsandboxed,
         filesystem: s.filesystem,
         home: places.alias(places.home.clone()),

@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use super::Places;
 use crate::cli::{NetworkArg, PolicyArgs};
 use crate::config::{
-    self, BannerMode, EnvMode, FsSetting, Layer, NetworkMode, Source, UnixSockets,
+    self, Backend, BannerMode, EnvMode, FsSetting, Layer, NetworkMode, Require, Source, UnixSockets,
 };
 use crate::limits::Limits;
 use crate::netrule::{HostPattern, HostRule};
@@ -74,7 +74,8 @@ impl ConfigFiles {
 #[derive(Debug, Clone)]
 pub(super) struct Settings {
     pub enabled: bool,
-    pub require: bool,
+    pub require: Require,
+    pub backend: Backend,
     pub filesystem: FsSetting,
     pub writable: Vec<(PathBuf, Source)>,
     /// Writable entries from the project file: may only narrow `writable`.
@@ -113,7 +114,8 @@ impl Settings {
     fn defaults(project: &Path) -> Settings {
         Settings {
             enabled: true,
-            require: false,
+            require: Require::Nothing,
+            backend: Backend::Auto,
             filesystem: FsSetting::Restricted,
             writable: vec![
                 (project.to_path_buf(), Source::Default),
@@ -162,6 +164,7 @@ impl Settings {
         take!(unix_sockets);
         take!(env);
         take!(banner);
+        take!(backend);
         if let Some(list) = &t.writable {
             self.writable = list
                 .iter()
@@ -248,14 +251,14 @@ impl Settings {
             );
         }
         if let Some(v) = t.require {
-            let narrows = v || !self.require;
+            let narrows = v >= self.require;
             file.scalar(
                 &mut self.require,
                 v,
                 narrows,
                 "require",
-                "false".into(),
-                "it would allow running unsandboxed",
+                v.to_string(),
+                "it would accept a weaker sandbox, or none",
             );
         }
         if let Some(v) = t.filesystem {
@@ -384,6 +387,7 @@ impl Settings {
             ("shell", t.shell.is_some()),
             ("banner", t.banner.is_some()),
             ("bwrap", t.bwrap.is_some()),
+            ("backend", t.backend.is_some()),
         ] {
             if set {
                 file.ignore(key, "…".into(), "this key is for trusted files only");
@@ -432,9 +436,20 @@ impl Settings {
             self.filesystem = FsSetting::ReadOnly;
             self.origin("filesystem", &src);
         }
-        if flags.require {
-            self.require = true;
+        if let Some(r) = flags.require {
+            self.require = match r {
+                crate::cli::RequireArg::Full => Require::Full,
+                crate::cli::RequireArg::Reduced => Require::Reduced,
+            };
             self.origin("require", &src);
+        }
+        if let Some(b) = flags.backend {
+            self.backend = match b {
+                crate::cli::BackendArg::Auto => Backend::Auto,
+                crate::cli::BackendArg::Bwrap => Backend::Bwrap,
+                crate::cli::BackendArg::Reduced => Backend::Reduced,
+            };
+            self.origin("backend", &src);
         }
         if flags.quiet {
             self.banner = BannerMode::Never;

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::backend;
 use crate::banner;
-use crate::policy::{Host, Platform};
+use crate::policy::Host;
 
 /// The allowlist proxy of one run, served by this process; its private
 /// directory, if it has one, is removed when it is dropped.
@@ -25,15 +25,15 @@ impl Drop for RunningProxy {
     }
 }
 
-/// Start the allowlist proxy with a random credential: on Linux on a Unix
-/// socket in a fresh private directory (0700, under `$XDG_RUNTIME_DIR` or
-/// sbx's cache directory), bound into the sandbox; on macOS on a port of
-/// `127.0.0.1` chosen by the system, the one address the profile lets the
-/// command reach. Each refusal is reported on stderr when `log` is set.
+/// Start the allowlist proxy with a random credential: for bubblewrap on a
+/// Unix socket in a fresh private directory (0700, under `$XDG_RUNTIME_DIR`
+/// or sbx's cache directory), bound into the sandbox; `on_loopback` (macOS,
+/// Linux's reduced mode) on a port of `127.0.0.1` chosen by the system, the
+/// one port the profile or the Landlock rules let the command reach. Each refusal is reported on stderr when `log` is set.
 pub fn start_proxy(
     rules: &[crate::netrule::HostRule],
     host: &Host,
-    platform: Platform,
+    on_loopback: bool,
     writable: &[PathBuf],
     log: bool,
 ) -> Result<RunningProxy> {
@@ -49,8 +49,8 @@ pub fn start_proxy(
         config.fit_descriptor_limit(soft);
     }
     let config = std::sync::Arc::new(config);
-    let (running, serve): (RunningProxy, Box<dyn FnOnce() + Send>) = match platform {
-        Platform::Linux => {
+    let (running, serve): (RunningProxy, Box<dyn FnOnce() + Send>) = match on_loopback {
+        false => {
             let dir = proxy_dir(host, writable)?;
             let running = RunningProxy {
                 dir: Some(dir.clone()),
@@ -67,7 +67,7 @@ pub fn start_proxy(
             };
             (running, Box::new(serve))
         }
-        Platform::Macos => {
+        true => {
             let (v4, v6) = loopback_listeners()?;
             let port = v4.local_addr().context("reading the proxy's port")?.port();
             let running = RunningProxy {

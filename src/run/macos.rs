@@ -29,7 +29,7 @@ pub fn run_plan(
     style: Style,
     shell_command: bool,
     proxy: Option<RunningProxy>,
-    _cache: Option<&Path>,
+    _host: &crate::policy::Host,
 ) -> Result<Infallible> {
     let true_program = Path::new(TRUE);
     // Inside sbx's own sandbox (a tool there running `$SHELL -c` with
@@ -140,10 +140,40 @@ fn with_darwin_tmpdir(mut env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsSt
     env
 }
 
-/// Why the probe's sandbox did not start: what sandbox-exec said.
-pub fn probe_not_started(_plan: &Plan, stderr: &str) -> String {
-    format!(
-        "sandbox-exec did not run the probe [{}]",
-        banner::sanitize(stderr.trim())
+/// Why the probe's sandbox did not start: what sandbox-exec said (never a
+/// reason to try another sandbox: macOS has one).
+pub fn probe_not_started(_plan: &Plan, stderr: &str) -> (String, bool) {
+    (
+        format!(
+            "sandbox-exec did not run the probe [{}]",
+            banner::sanitize(stderr.trim())
+        ),
+        false,
     )
+}
+
+/// `sbx __reduced`: Linux only.
+pub fn reduced_stage(_args: cli::ReducedArgs) -> Result<ExitCode> {
+    bail!("reduced mode (Landlock and seccomp) exists on Linux only")
+}
+
+/// Reduced mode: Linux only; on macOS the backend is Seatbelt.
+pub fn run_reduced(
+    _policy: &Policy,
+    _host: &crate::policy::Host,
+    _style: Style,
+    _shell_command: bool,
+    _why: &str,
+) -> Result<Infallible> {
+    bail!("reduced mode (Landlock and seccomp) exists on Linux only")
+}
+
+/// The reduced-mode plan: rendered on any host, like every plan.
+pub fn reduced_plan(policy: &Policy, sbx: &Path, proxy: Option<&crate::backend::Proxy>) -> Plan {
+    crate::backend::reduced::render(policy, sbx, proxy)
+}
+
+/// No Landlock here.
+pub fn landlock() -> Option<crate::backend::reduced::Landlock> {
+    None
 }

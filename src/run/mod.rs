@@ -10,6 +10,9 @@
 //! - [`inner`] and [`filter`]: the hidden `__inner` and `__filter` stages
 //!   inside the sandbox, and [`guard`], the hidden `__guard` process that
 //!   makes a killed sbx's checks (Linux only);
+//! - [`reduced_stage`], [`run_reduced`], [`reduced_plan`] and [`landlock`]:
+//!   Linux's reduced mode (Landlock and seccomp, where bubblewrap cannot
+//!   start); elsewhere they refuse or say there is none;
 //! - [`already_sandboxed`]: whether sbx already runs inside its own sandbox;
 //! - [`recover_killed_runs`]: the checks a killed earlier run left undone;
 //! - [`config_copies`]: where a run's private git config copies go;
@@ -49,14 +52,14 @@ use crate::banner::{self, Style};
 use crate::policy::Policy;
 
 pub use platform::{
-    already_sandboxed, config_copies, filter, guard, host_env, inner, probe_not_started,
-    recover_killed_runs, run_plan,
+    already_sandboxed, config_copies, filter, guard, host_env, inner, landlock, probe_not_started,
+    recover_killed_runs, reduced_plan, reduced_stage, run_plan, run_reduced,
 };
 
 /// The sandbox cannot be enforced here: refuse with `require`, else run the
 /// command without it, loudly.
 pub fn unavailable(policy: &Policy, style: Style, cause: &str) -> Result<Infallible> {
-    if policy.require {
+    if policy.require != crate::config::Require::Nothing {
         bail!("cannot sandbox the command: {cause}; refusing to run it because `require` is set");
     }
     banner::not_sandboxed(

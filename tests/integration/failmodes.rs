@@ -70,10 +70,12 @@ fn marker(world: &World) -> PathBuf {
     world.home.join("marker")
 }
 
-/// A user config pointing `bwrap` at `path`, plus `extra` lines.
+/// A user config pointing `bwrap` at `path`, plus `extra` lines. The
+/// backend is bubblewrap alone: these tests are about what sbx does when
+/// no sandbox at all can be had (reduced mode is `reduced.rs`'s).
 fn config_bwrap(world: &World, path: &Path, extra: &str) {
     world.user_config(&format!(
-        "[sandbox]\nbwrap = \"{}\"\n{extra}",
+        "[sandbox]\nbwrap = \"{}\"\nbackend = \"bwrap\"\n{extra}",
         path.display()
     ));
 }

@@ -27,6 +27,10 @@ mod limits;
 mod generated;
 // `sbx profile` for both platforms: exact output and round trips.
 mod profile;
+// Reduced mode (Landlock and seccomp), asked for and in a container-like
+// place where bubblewrap cannot start.
+#[cfg(target_os = "linux")]
+mod reduced;
 // Each bypass an adversarial review found, kept fixed.
 #[cfg(target_os = "linux")]
 mod regressions;

@@ -43,6 +43,8 @@ const PIPE: &str = "pipe";
 /// The guardian of one run, seen from sbx: the write end of its pipe.
 pub struct Guardian {
     tell: OwnedFd,
+    /// Its process: sbx's child, never one of the command's leftovers.
+    pub pid: u32,
 }
 
 impl Guardian {
@@ -74,7 +76,7 @@ pub fn start(cache: &Path) -> Result<Guardian> {
     let (read, write) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating a pipe")?;
     let sbx = std::env::current_exe().context("finding sbx")?;
-    std::process::Command::new(sbx)
+    let child = std::process::Command::new(sbx)
         .arg("__guard")
         .arg("--cache")
         .arg(cache)
@@ -84,7 +86,10 @@ pub fn start(cache: &Path) -> Result<Guardian> {
         .process_group(0)
         .spawn()
         .context("starting the guardian")?;
-    Ok(Guardian { tell: write })
+    Ok(Guardian {
+        tell: write,
+        pid: child.id(),
+    })
 }
 
 /// `sbx __guard`: wait for the end of the run, and make its checks if sbx

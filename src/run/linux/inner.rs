@@ -65,6 +65,7 @@ pub fn run(
 ) -> Result<Infallible> {
     let opts = seccomp::Options {
         allow_unix_sockets: opts.allow_unix_sockets || proxy_socket.is_some(),
+        ..opts
     };
     if let Some((dir, configs)) = copies {
         set_up_copies(dir, configs, ready_fd)?;
@@ -343,7 +344,7 @@ fn check_no_capabilities() -> Result<()> {
 }
 
 /// Close every descriptor above 2 except `keep`.
-fn close_inherited_fds(keep: Option<i32>) -> Result<()> {
+pub(super) fn close_inherited_fds(keep: Option<i32>) -> Result<()> {
     let fds = crate::supervise::descriptors_above_stderr().context("listing /proc/self/fd")?;
     for fd in fds.into_iter().filter(|&fd| Some(fd) != keep) {
         match nix::unistd::close(fd) {

@@ -8,6 +8,8 @@ mod copies;
 mod guardian;
 mod inner;
 mod probe;
+mod reduced;
+mod reduced_run;
 mod seccomp;
 mod signals;
 
@@ -25,8 +27,9 @@ use super::allowlist::RunningProxy;
 use crate::backend::Plan;
 use crate::banner::{self, Style};
 use crate::cli;
+use crate::config::Backend;
 use crate::integrity::Checks;
-use crate::policy::Policy;
+use crate::policy::{Host, Policy};
 
 /// Execute a sandbox plan. On Linux sbx stays as the parent of bubblewrap: to
 /// tell a sandbox that could not start from a command that failed, and to
@@ -38,8 +41,9 @@ pub fn run_plan(
     style: Style,
     shell_command: bool,
     proxy: Option<RunningProxy>,
-    cache: Option<&Path>,
+    host: &Host,
 ) -> Result<Infallible> {
+    let cache = host.cache_dir.as_deref();
     // Written down before the command starts, for the next run to check if
     // this sbx dies before it can (dropped once the checks are done).
     let checks = Checks::record(policy, cache, plan.copies.as_deref(), false)?;
@@ -79,7 +83,8 @@ pub fn run_plan(
             // Nothing ran: nothing for a later run to check.
             drop(checks);
             drop(proxy);
-            never_started(policy, style, why)
+            drop(guardian);
+            never_started(policy, host, style, shell_command, why)
         }
         Err(e) => {
             // The command may have run: its checks are made all the same.
@@ -114,8 +119,30 @@ fn check_after(checks: Checks, style: Style, code: u8) -> u8 {
 
 /// The sandbox never came up, so nothing ran: run the command without it
 /// (loudly) or refuse, as the cause allows.
-fn never_started(policy: &Policy, style: Style, why: NotStarted) -> Result<Infallible> {
+fn never_started(
+    policy: &Policy,
+    host: &Host,
+    style: Style,
+    shell_command: bool,
+    why: NotStarted,
+) -> Result<Infallible> {
     match why {
+        // This machine cannot run bubblewrap: reduced mode where it is
+        // wanted and accepted.
+        NotStarted::Environment(cause, detail) if policy.backend == Backend::Auto => {
+            reduced_run::run(
+                policy,
+                host,
+                style,
+                shell_command,
+                &format!(
+                    "bubblewrap cannot start here: {}{}",
+                    cause.what,
+                    bracket(&detail)
+                ),
+                cause.fix,
+            )
+        }
         NotStarted::Environment(cause, detail) => super::unavailable(
             policy,
             style,
@@ -161,10 +188,38 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
     guardian::guard(cache)
 }
 
+/// `sbx __reduced`: reduced mode's stage, which becomes the command.
+pub fn reduced_stage(args: cli::ReducedArgs) -> Result<ExitCode> {
+    reduced::run(args).map(|never| match never {})
+}
+
+/// Run the command in reduced mode (`backend = "reduced"`, or no
+/// bubblewrap on this machine); `why` is said on every run.
+pub fn run_reduced(
+    policy: &Policy,
+    host: &Host,
+    style: Style,
+    shell_command: bool,
+    why: &str,
+) -> Result<Infallible> {
+    reduced_run::run(policy, host, style, shell_command, why, "")
+}
+
+/// The reduced-mode plan, for `sbx profile --backend reduced`.
+pub fn reduced_plan(policy: &Policy, sbx: &Path, proxy: Option<&crate::backend::Proxy>) -> Plan {
+    reduced_run::plan(policy, sbx, proxy)
+}
+
+/// Reduced mode's Landlock here, when it has ABI 3 or newer.
+pub fn landlock() -> Option<crate::backend::reduced::Landlock> {
+    reduced::probe()
+}
+
 /// `sbx __inner`: the second stage, PID 1 of the sandbox.
 pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
     let opts = seccomp::Options {
         allow_unix_sockets: args.allow_unix_sockets,
+        network: seccomp::NetFilter::Namespace,
     };
     inner::run(
         &args.command,
@@ -221,15 +276,17 @@ pub fn host_env(env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
     env
 }
 
-/// Why the probe's sandbox did not start.
-pub fn probe_not_started(plan: &Plan, _stderr: &str) -> String {
+/// Why the probe's sandbox did not start, and whether that is this
+/// machine's doing (no sandbox of this kind starts here) rather than the
+/// policy's.
+pub fn probe_not_started(plan: &Plan, _stderr: &str) -> (String, bool) {
     match bwrap::diagnose(plan) {
         NotStarted::Environment(cause, detail) => {
-            format!("{} [{detail}] ({})", cause.what, cause.fix)
+            (format!("{} [{detail}] ({})", cause.what, cause.fix), true)
         }
-        NotStarted::Policy(detail) => format!(
+        NotStarted::Policy(detail) => (format!(
             "the sandbox cannot be set up for this project [{detail}] (a sandbox does start here: check the paths named and the project's .sbx.toml)"
-        ),
+        ), false),
     }
 }
 

@@ -26,6 +26,25 @@ use seccompiler::{
 pub struct Options {
     /// `unix_sockets = "allow"`: AF_UNIX `socket()` is not refused.
     pub allow_unix_sockets: bool,
+    /// What the filter does about the network.
+    pub network: NetFilter,
+}
+
+/// The network as the filter sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NetFilter {
+    /// Left to the network namespace (full mode): no rule here.
+    #[default]
+    Namespace,
+    /// Reduced mode, network denied: no socket of any family but AF_UNIX
+    /// (its own rule) and AF_NETLINK (the kernel's own information; changing
+    /// anything through it takes a capability the command does not have).
+    Deny,
+    /// Reduced mode, allowlist: TCP only (Landlock then lets it connect to
+    /// the proxy's port alone). No UDP, raw, SCTP or MPTCP socket, and no
+    /// TCP Fast Open `sendto`, which connects without `connect()` and so
+    /// without Landlock's check.
+    TcpOnly,
 }
 
 const NAMESPACE_FLAGS: &[u64] = &[
@@ -64,8 +83,30 @@ fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
         rules.insert(nr, namespace_rules()?);
     }
     rules.insert(libc::SYS_ioctl, ioctl_rules()?);
-    rules.insert(libc::SYS_socket, socket_rules(opts)?);
+    let mut socket = socket_rules(opts)?;
+    socket.extend(network_socket_rules(opts.network)?);
+    rules.insert(libc::SYS_socket, socket);
     rules.insert(libc::SYS_socketpair, socketpair_rules()?);
+    if opts.network == NetFilter::TcpOnly {
+        // MSG_FASTOPEN's position: sendto's flags are argument 3,
+        // sendmsg's 2, sendmmsg's 3.
+        for (nr, arg) in [
+            (libc::SYS_sendto, 3),
+            (libc::SYS_sendmsg, 2),
+            (libc::SYS_sendmmsg, 3),
+        ] {
+            let fastopen = libc::MSG_FASTOPEN as u64;
+            rules.insert(
+                nr,
+                vec![rule(vec![cond(
+                    arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(fastopen),
+                    fastopen,
+                )?])?],
+            );
+        }
+    }
     Ok(rules)
 }
 
@@ -137,6 +178,45 @@ fn socket_rules(opts: Options) -> Result<Vec<SeccompRule>> {
         socket_rules.push(socket_family(libc::AF_UNIX)?);
     }
     Ok(socket_rules)
+}
+
+/// The `socket()` rules of reduced mode's network (see [`NetFilter`]).
+fn network_socket_rules(net: NetFilter) -> Result<Vec<SeccompRule>> {
+    use SeccompCmpArgLen::Dword;
+    let (unix, netlink) = (libc::AF_UNIX as u64, libc::AF_NETLINK as u64);
+    let (inet, inet6) = (libc::AF_INET as u64, libc::AF_INET6 as u64);
+    let mut rules = Vec::new();
+    match net {
+        NetFilter::Namespace => {}
+        NetFilter::Deny => rules.push(rule(vec![
+            cond(0, Dword, SeccompCmpOp::Ne, unix)?,
+            cond(0, Dword, SeccompCmpOp::Ne, netlink)?,
+        ])?),
+        NetFilter::TcpOnly => {
+            rules.push(rule(vec![
+                cond(0, Dword, SeccompCmpOp::Ne, unix)?,
+                cond(0, Dword, SeccompCmpOp::Ne, netlink)?,
+                cond(0, Dword, SeccompCmpOp::Ne, inet)?,
+                cond(0, Dword, SeccompCmpOp::Ne, inet6)?,
+            ])?);
+            for family in [inet, inet6] {
+                // Any type but a stream (the flags above bit 4 aside).
+                for t in (0..16u64).filter(|&t| t != libc::SOCK_STREAM as u64) {
+                    rules.push(rule(vec![
+                        cond(0, Dword, SeccompCmpOp::Eq, family)?,
+                        cond(1, Dword, SeccompCmpOp::MaskedEq(0xf), t)?,
+                    ])?);
+                }
+                // A stream of another protocol than TCP (MPTCP, SCTP).
+                rules.push(rule(vec![
+                    cond(0, Dword, SeccompCmpOp::Eq, family)?,
+                    cond(2, Dword, SeccompCmpOp::Ne, 0)?,
+                    cond(2, Dword, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
+                ])?);
+            }
+        }
+    }
+    Ok(rules)
 }
 
 /// `socket()` in the address family `family`.
@@ -255,12 +335,15 @@ mod tests {
     #[test]
     fn programs_compile_for_both_socket_modes() {
         for allow in [false, true] {
-            let p = programs(Options {
-                allow_unix_sockets: allow,
-            })
-            .unwrap();
-            assert_eq!(p.len(), 3);
-            assert!(p.iter().all(|prog| !prog.is_empty() && prog.len() < 4096));
+            for network in [NetFilter::Namespace, NetFilter::Deny, NetFilter::TcpOnly] {
+                let p = programs(Options {
+                    allow_unix_sockets: allow,
+                    network,
+                })
+                .unwrap();
+                assert_eq!(p.len(), 3);
+                assert!(p.iter().all(|prog| !prog.is_empty() && prog.len() < 4096));
+            }
         }
     }
 

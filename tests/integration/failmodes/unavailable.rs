@@ -56,6 +56,39 @@ fn bwrap_lacking_an_option_names_the_cause() {
     );
 }
 
+/// On defaults (`backend = "auto"`), a bubblewrap that cannot start on
+/// this machine gives way to reduced mode, never to an unsandboxed run:
+/// the write in $HOME is refused, and stderr names reduced mode and why.
+#[test]
+fn a_bwrap_that_cannot_start_gives_way_to_reduced_mode() {
+    if !util::sandbox_available() {
+        return;
+    }
+    let world = World::new();
+    let bwrap = util::fake_bwrap(&world.root.join("fakebin"), UNKNOWN_OPTION_ERROR, None);
+    world.user_config(&format!("[sandbox]\nbwrap = \"{}\"\n", bwrap.display()));
+    let out = Sbx.run_sh_flags(&world, &[], WRITE_HOME_EXIT_7);
+    assert_eq!(out.status.code(), Some(99), "{}", both(&out));
+    assert!(!marker(&world).exists(), "{}", both(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "reduced mode (bubblewrap cannot start here: {WHAT_OLD_BWRAP}"
+        )),
+        "{}",
+        both(&out)
+    );
+    assert!(!err.contains("NOT sandboxed"), "{}", both(&out));
+    // `require = true` refuses it, and nothing runs.
+    let out = Sbx.run_sh_flags(&world, &["--require"], WRITE_HOME_EXIT_7);
+    assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("refusing reduced mode"),
+        "{}",
+        both(&out)
+    );
+}
+
 #[test]
 fn unsandboxed_fallback_keeps_other_exit_codes() {
     let world = World::new();

@@ -1,0 +1,171 @@
+//! Reduced mode, the outer side: sbx stays the parent of the stage
+//! (`reduced.rs`), which becomes the command.
+//!
+//! There is no PID namespace to end with the command, so sbx is a child
+//! subreaper: whatever the command leaves running (a daemon it forked, a
+//! process that double-forked away) is re-parented to sbx, which kills it
+//! once the command has ended, before the checks after the run look at the
+//! project; otherwise a leftover could plant a git hook after them. There
+//! is no read-only mount either: the "runs later" paths are snapshotted
+//! before the run and put back after it (`integrity`, after the fact).
+
+use std::convert::Infallible;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+use super::bwrap::{self, Outcome};
+use super::{check_after, guardian, reduced};
+use crate::backend::{self, Plan};
+use crate::banner::{self, Style};
+use crate::config::Require;
+use crate::integrity::Checks;
+use crate::policy::{Host, Network, Policy};
+
+/// Run the command in reduced mode; `why` says why (bubblewrap's failure,
+/// or `backend = "reduced"`), `fix` how the full sandbox could run here.
+pub fn run(
+    policy: &Policy,
+    host: &Host,
+    style: Style,
+    shell_command: bool,
+    why: &str,
+    fix: &str,
+) -> Result<Infallible> {
+    let fix = if fix.is_empty() {
+        String::new()
+    } else {
+        format!(" ({fix})")
+    };
+    let Some(landlock) = reduced::probe() else {
+        return super::super::unavailable(
+            policy,
+            style,
+            &format!("{why}{fix}, and reduced mode needs Landlock ABI 3 (Linux 6.2) or newer, which this kernel does not offer"),
+        );
+    };
+    if policy.require == Require::Full {
+        bail!("cannot run the full sandbox: {why}{fix}; refusing reduced mode because `require = true` (set require = \"reduced\" to accept Landlock and seccomp here); the command was not run");
+    }
+    let proxy = match &policy.network {
+        Network::Allowlist(rules) if landlock.network() => {
+            Some(super::super::allowlist::start_proxy(
+                rules,
+                host,
+                true,
+                &policy.writable,
+                policy.banner != crate::config::BannerMode::Never,
+            )?)
+        }
+        _ => None,
+    };
+    let sbx = std::env::current_exe().context("finding sbx")?;
+    let plan = backend::reduced::render(policy, &sbx, proxy.as_ref().map(|p| &p.proxy));
+    let unenforced = backend::reduced::unenforced(policy, landlock);
+    banner::warn(
+        style,
+        &format!(
+            "reduced mode ({why}): Landlock ABI {}{} and seccomp; not enforced here: {}",
+            landlock.abi,
+            if landlock.abi >= 6 { " or later" } else { "" },
+            unenforced.join("; ")
+        ),
+    );
+    let cache = host.cache_dir.as_deref();
+    let checks = Checks::record(policy, cache, None, true)?;
+    let show_banner = banner::wanted(policy.banner, shell_command);
+    let on_started = || {
+        if show_banner {
+            banner::print_active(style, &banner::summary(policy, "reduced"));
+        }
+    };
+    nix::sys::prctl::set_child_subreaper(true).context("becoming a child subreaper")?;
+    let guardian = cache.and_then(|c| guardian::start(c).ok());
+    let outcome = bwrap::run_sandboxed(&plan, &on_started, guardian.as_ref());
+    kill_leftovers(guardian.as_ref().map(|g| g.pid));
+    match outcome {
+        Ok(Outcome::Exited(code)) => {
+            let code = check_after(checks, style, code);
+            drop(guardian);
+            drop(proxy);
+            std::process::exit(i32::from(code))
+        }
+        Ok(Outcome::NotStarted(_) | Outcome::NoCopies(_)) => {
+            // The stage said why on stderr; nothing ran.
+            drop(checks);
+            drop(proxy);
+            bail!("reduced mode could not be set up (see above); the command was not run")
+        }
+        Err(e) => {
+            let _ = check_after(checks, style, 0);
+            drop(proxy);
+            Err(e)
+        }
+    }
+}
+
+/// The plan of `sbx profile --backend reduced` (also shown on a host where
+/// bubblewrap works).
+pub fn plan(policy: &Policy, sbx: &Path, proxy: Option<&backend::Proxy>) -> Plan {
+    backend::reduced::render(policy, sbx, proxy)
+}
+
+/// Kill every process left by the command: sbx's children (as a subreaper
+/// it inherits every orphan of the sandbox) but `spare` (the guardian),
+/// until none is left. A process forking as it is killed leaves children
+/// that are re-parented to sbx and found by the next round.
+fn kill_leftovers(spare: Option<u32>) {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let me = std::process::id();
+    loop {
+        let children: Vec<u32> = children_of(me)
+            .into_iter()
+            .filter(|&pid| Some(pid) != spare)
+            .collect();
+        if children.is_empty() {
+            return;
+        }
+        for &pid in &children {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+        for &pid in &children {
+            let _ = nix::sys::wait::waitpid(Pid::from_raw(pid as i32), None);
+        }
+    }
+}
+
+/// The processes whose parent is `pid`, from `/proc/*/stat`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|&child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|stat| parent_in_stat(&stat))
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// The parent's PID in the text of `/proc/PID/stat`: the second field
+/// after the command name, which is in parentheses and may hold anything.
+fn parent_in_stat(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parent_is_read_past_any_command_name() {
+        assert_eq!(parent_in_stat("12 (sh) S 7 12 12 0"), Some(7));
+        assert_eq!(parent_in_stat("12 (a) b) c) S 9 12"), Some(9));
+        assert_eq!(parent_in_stat("garbage"), None);
+    }
+}
