@@ -55,6 +55,11 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
         Some(Cmd::Man(args)) => man(&args),
         Some(Cmd::Inner(args)) => run::inner(args),
         Some(Cmd::Reduced(args)) => run::reduced_stage(args),
+        Some(Cmd::Keep {
+            parent_fd,
+            cache,
+            stage,
+        }) => run::keep(parent_fd, cache.as_deref(), &stage),
         Some(Cmd::Filter { command }) => run::filter(&command),
         Some(Cmd::Guard { cache }) => run::guard(&cache),
         Some(Cmd::Connect { host, port }) => crate::proxy::connect_stdio(&host, port),

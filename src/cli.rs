@@ -59,6 +59,20 @@ pub enum Cmd {
         #[arg(long, value_name = "DIR")]
         cache: PathBuf,
     },
+    /// Internal: reduced mode's keeper, the stage's parent, which ends every
+    /// process the command leaves, also when sbx is killed.
+    #[command(name = "__keep", hide = true)]
+    Keep {
+        /// The read end of a pipe whose writer is sbx.
+        #[arg(long, value_name = "FD")]
+        parent_fd: i32,
+        /// sbx's cache directory (the run's note is in its `pending`).
+        #[arg(long, value_name = "DIR")]
+        cache: Option<PathBuf>,
+        /// The stage and its arguments.
+        #[arg(required = true, allow_hyphen_values = true, last = true)]
+        stage: Vec<OsString>,
+    },
     /// Internal: add the Unix-socket filter, then exec the command.
     #[command(name = "__filter", hide = true)]
     Filter {

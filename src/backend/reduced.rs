@@ -41,9 +41,13 @@ pub const DEVICES: &[&str] = &[
     "/dev/urandom",
     "/dev/tty",
     "/dev/ptmx",
-    "/dev/pts",
     "/dev/shm",
 ];
+
+/// Unreadable in every mode: the terminals of the host's other sessions
+/// (their input could be read, their output written). The stage grants
+/// back the terminals the command inherits on descriptors 0 to 2.
+pub const TERMINALS: &str = "/dev/pts";
 
 /// Render the reduced-mode plan. `sbx` is this executable, `proxy` the
 /// allowlist proxy of the run (on a host loopback port).
@@ -68,6 +72,9 @@ pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Plan {
     let (hidden, _) = hidden(policy, &roots);
     for h in &hidden {
         flag("--hide", h);
+    }
+    if roots.iter().any(|r| Path::new(TERMINALS).starts_with(r)) {
+        flag("--hide", Path::new(TERMINALS));
     }
     if policy.filesystem == FsSetting::Unrestricted {
         args.push("--writes-unrestricted".into());
@@ -189,6 +196,10 @@ pub fn unenforced(policy: &Policy, landlock: Landlock) -> Vec<String> {
             if more > 0 { format!(", and {more} more") } else { String::new() }
         ));
     }
+    if policy.filesystem != FsSetting::Unrestricted {
+        out.push("the mode, owner and times of files outside the writable roots can be changed (chmod, chown, touch: Landlock does not rule them)".into());
+        out.push("/dev/shm is shared with your other programs".into());
+    }
     if policy.filesystem == FsSetting::Restricted && !policy.protected.is_empty() {
         out.push("\"runs later\" paths inside writable roots (git hooks and config, .vscode, .envrc, ...) are writable during the run: changes are undone after it".into());
     }
@@ -269,6 +280,8 @@ mod tests {
             "/home/t/.ssh",
             "--hide",
             "/home/t/.netrc",
+            "--hide",
+            "/dev/pts",
             "--network",
             "deny",
             "--ready-fd",

@@ -152,6 +152,11 @@ pub fn probe_not_started(_plan: &Plan, stderr: &str) -> (String, bool) {
     )
 }
 
+/// `sbx __keep`: Linux only.
+pub fn keep(_parent_fd: i32, _cache: Option<&Path>, _stage: &[OsString]) -> Result<ExitCode> {
+    bail!("reduced mode (Landlock and seccomp) exists on Linux only")
+}
+
 /// `sbx __reduced`: Linux only.
 pub fn reduced_stage(_args: cli::ReducedArgs) -> Result<ExitCode> {
     bail!("reduced mode (Landlock and seccomp) exists on Linux only")

@@ -52,8 +52,8 @@ use crate::banner::{self, Style};
 use crate::policy::Policy;
 
 pub use platform::{
-    already_sandboxed, config_copies, filter, guard, host_env, inner, landlock, probe_not_started,
-    recover_killed_runs, reduced_plan, reduced_stage, run_plan, run_reduced,
+    already_sandboxed, config_copies, filter, guard, host_env, inner, keep, landlock,
+    probe_not_started, recover_killed_runs, reduced_plan, reduced_stage, run_plan, run_reduced,
 };
 
 /// The sandbox cannot be enforced here: refuse with `require`, else run the

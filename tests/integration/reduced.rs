@@ -236,6 +236,10 @@ try:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('127.0.0.1', int(proxy))); print('udp sent')
 except OSError as e:
     print('udp refused', e)
+try:
+    l = socket.socket(); l.listen(); print('listen allowed', l.getsockname())
+except OSError as e:
+    print('listen refused', e.errno)
 s = socket.create_connection(('127.0.0.1', int(proxy)), timeout=5)
 s.send(b'GET http://not-allowed.invalid/ HTTP/1.1\\r\\nHost: not-allowed.invalid\\r\\n\\r\\n')
 print('proxy said', s.recv(64).split(b'\\r\\n')[0].decode())
@@ -255,6 +259,8 @@ print('proxy said', s.recv(64).split(b'\\r\\n')[0].decode())
     let text = stdout(&out);
     assert!(text.contains("direct refused"), "{}", both(&out));
     assert!(text.contains("udp refused"), "{}", both(&out));
+    // Listening would bind a port of every address, unseen by Landlock.
+    assert!(text.contains("listen refused 1"), "{}", both(&out));
     assert!(text.contains("proxy said HTTP/1.1"), "{}", both(&out));
 }
 
@@ -447,4 +453,119 @@ fn require_true_refuses_reduced_mode() {
     );
     assert!(out.status.success(), "{}", both(&out));
     assert!(marker.exists());
+}
+
+/// An agent's timeout kills sbx with its whole process group, after the
+/// command started a process in a session of its own that waits to plant
+/// a git hook. The keeper, outside that group, kills it before it can: the
+/// planted file never appears, even once the host lets it go ahead.
+#[test]
+fn a_leftover_dies_when_sbx_is_killed_with_its_group() {
+    use std::os::unix::process::CommandExt;
+    require_landlock!();
+    let world = World::new();
+    world.git_repo();
+    let mark = crate::host::unique(7);
+    let script = format!(
+        "setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; echo evil > .git/hooks/pre-commit; echo late > late; sleep {mark}' </dev/null >/dev/null 2>&1 &
+         echo up > up; exec sleep {mark}"
+    );
+    let mut cmd = Reduced.sbx_cmd(&world);
+    cmd.args(["run", "-q", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while !world.project.join("up").exists() {
+        assert!(start.elapsed() < DEADLINE, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+    let _ = child.wait();
+    // Let a survivor go ahead, then wait for every process of the run to
+    // be gone: a survivor would have written its files by then.
+    std::fs::write(world.project.join("go"), "").unwrap();
+    let start = Instant::now();
+    let running = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains(&mark)
+        })
+    };
+    while running() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the run's processes never ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!world.project.join("late").exists());
+    assert!(!world.project.join(".git/hooks/pre-commit").exists());
+}
+
+/// The command holds no capability, also when sbx runs as root (bubblewrap
+/// drops them in full mode; here the stage does), and System V IPC, which
+/// has no namespace of its own here, is refused: a host segment is
+/// neither reached nor removed.
+fn no_capabilities_and_no_host_ipc<R: Runner>(r: &R) {
+    let world = World::new();
+    let script = "import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+caps = [l for l in open('/proc/self/status') if l.startswith('Cap')]
+print('caps', ' '.join(l.split()[1] for l in caps))
+print('shmget', libc.shmget(0, 4096, 0o1600), ctypes.get_errno())
+print('msgget', libc.msgget(0, 0o1600), ctypes.get_errno())
+";
+    let out = r.run(&world, &[], &["python3", "-c", script], &[]);
+    let text = stdout(&out);
+    let caps = text
+        .lines()
+        .find_map(|l| l.strip_prefix("caps "))
+        .unwrap_or_else(|| panic!("{}", both(&out)));
+    for set in caps.split(' ').take(3) {
+        // CapInh, CapPrm, CapEff.
+        assert_eq!(set, "0000000000000000", "{}", both(&out));
+    }
+    assert!(text.contains("shmget -1 1\n"), "{}", both(&out));
+    assert!(text.contains("msgget -1 1\n"), "{}", both(&out));
+}
+
+both_ways!(
+    no_capabilities_and_no_host_ipc,
+    no_capabilities_and_no_host_ipc
+);
+
+/// Another terminal of the host (a pty this test opens, with "typed"
+/// input waiting) can be neither read nor written from inside: the input
+/// is still there for its owner afterwards.
+#[test]
+fn another_terminal_is_out_of_reach() {
+    use std::io::{Read, Write};
+    require_landlock!();
+    let world = World::new();
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let name = std::fs::read_link(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&pty.slave)
+    ))
+    .unwrap();
+    let mut master = std::fs::File::from(pty.master);
+    master.write_all(b"typed-secret\n").unwrap();
+    let out = Reduced.run_sh(
+        &world,
+        &format!(
+            "timeout 3 dd if={0} bs=100 count=1 2>&1; echo written > {0} && echo WROTE",
+            name.display()
+        ),
+    );
+    assert!(!stdout(&out).contains("typed-secret"), "{}", both(&out));
+    assert!(!stdout(&out).contains("WROTE"), "{}", both(&out));
+    // The owner still reads what was typed.
+    let mut slave = std::fs::File::from(pty.slave);
+    let mut buf = [0u8; 64];
+    let n = slave.read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"typed-secret\n");
 }

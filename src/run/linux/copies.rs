@@ -139,7 +139,7 @@ pub fn become_the_user() -> Result<()> {
 
 /// Drop every capability: the bounding set (or a command running as root
 /// would get them back at exec), the ambient set, then the others.
-fn drop_capabilities() -> Result<()> {
+pub(super) fn drop_capabilities() -> Result<()> {
     for cap in 0..64 {
         // SAFETY: prctl with integer arguments only.
         #[allow(unsafe_code)]

@@ -43,8 +43,6 @@ const PIPE: &str = "pipe";
 /// The guardian of one run, seen from sbx: the write end of its pipe.
 pub struct Guardian {
     tell: OwnedFd,
-    /// Its process: sbx's child, never one of the command's leftovers.
-    pub pid: u32,
 }
 
 impl Guardian {
@@ -86,10 +84,8 @@ pub fn start(cache: &Path) -> Result<Guardian> {
         .process_group(0)
         .spawn()
         .context("starting the guardian")?;
-    Ok(Guardian {
-        tell: write,
-        pid: child.id(),
-    })
+    drop(child);
+    Ok(Guardian { tell: write })
 }
 
 /// `sbx __guard`: wait for the end of the run, and make its checks if sbx
@@ -130,6 +126,14 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
     }
     // sbx is gone without saying it was done: so goes its sandbox.
     end_sandboxes(&pipes);
+    check_for_a_dead_run(cache)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Make the checks of a run whose sbx is gone, once its sandbox has ended
+/// (here, or in reduced mode's keeper), and leave what they found for the
+/// next run to say.
+pub fn check_for_a_dead_run(cache: &Path) -> Result<()> {
     let _checking = journal::begin_checking(cache)?;
     let said = std::cell::RefCell::new(Vec::<String>::new());
     let clean = journal::recover_now(cache, &|text| said.borrow_mut().push(text.to_string()));
@@ -137,7 +141,7 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
     if !said.is_empty() {
         journal::leave_report(cache, clean, &said)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Kill every process that holds one of the ready `pipes`, until none

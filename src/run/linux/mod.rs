@@ -7,6 +7,7 @@ mod bwrap;
 mod copies;
 mod guardian;
 mod inner;
+mod keeper;
 mod probe;
 mod reduced;
 mod reduced_run;
@@ -186,6 +187,11 @@ pub fn config_copies(cache: &Path) -> Option<std::path::PathBuf> {
 /// `sbx __guard`: see [`guardian`].
 pub fn guard(cache: &Path) -> Result<ExitCode> {
     guardian::guard(cache)
+}
+
+/// `sbx __keep`: reduced mode's keeper (see [`keeper`]).
+pub fn keep(parent_fd: i32, cache: Option<&Path>, stage: &[OsString]) -> Result<ExitCode> {
+    keeper::keep(parent_fd, cache, stage)
 }
 
 /// `sbx __reduced`: reduced mode's stage, which becomes the command.

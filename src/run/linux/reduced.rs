@@ -102,6 +102,9 @@ pub fn run(args: ReducedArgs) -> Result<Infallible> {
         bail!("no command given to the reduced stage");
     };
     super::inner::close_inherited_fds(args.ready_fd)?;
+    // As root (a container, a CI job), the command would otherwise keep
+    // every capability: bubblewrap drops them in full mode.
+    give_up_capabilities()?;
     let ruleset = ruleset(&args, landlock, net)?;
     nix::sys::prctl::set_no_new_privs().context("setting PR_SET_NO_NEW_PRIVS")?;
     let status = ruleset
@@ -125,6 +128,46 @@ pub fn run(args: ReducedArgs) -> Result<Infallible> {
     }
     let err = std::process::Command::new(program).args(rest).exec();
     std::process::exit(i32::from(super::spawn_failure(program, &err)))
+}
+
+/// The capability sets of this process, from `/proc/self/status`, by name
+/// (`CapEff`, `CapBnd`, ...).
+fn capability_sets() -> Result<Vec<(String, u64)>> {
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let mut sets = Vec::new();
+    for line in status.lines().filter(|l| l.starts_with("Cap")) {
+        if let Some((name, value)) = line.split_once(':') {
+            let value = u64::from_str_radix(value.trim(), 16)
+                .with_context(|| format!("parsing {name} in /proc/self/status"))?;
+            sets.push((name.to_string(), value));
+        }
+    }
+    Ok(sets)
+}
+
+/// Make sure the command starts with no capability. As root (a container, a
+/// CI job) this process holds them all, and bubblewrap is not there to drop
+/// them: drop every set, the bounding set included, and check. A process
+/// that holds none (a user's) cannot drop its bounding set, and needs not:
+/// with `no_new_privs` no exec can raise what it holds.
+fn give_up_capabilities() -> Result<()> {
+    let held = |sets: &[(String, u64)], name: &str| sets.iter().any(|(n, v)| n == name && *v != 0);
+    let before = capability_sets()?;
+    if held(&before, "CapEff") || held(&before, "CapPrm") {
+        super::copies::drop_capabilities()?;
+    }
+    let after = capability_sets()?;
+    let mut must_be_empty = vec!["CapInh", "CapPrm", "CapEff", "CapAmb"];
+    if held(&before, "CapEff") {
+        must_be_empty.push("CapBnd");
+    }
+    for name in must_be_empty {
+        if held(&after, name) {
+            bail!("capabilities are still held ({name}); the command was not run");
+        }
+    }
+    Ok(())
 }
 
 /// Tell the outer stage the rules are in force. The inherited descriptor
@@ -214,15 +257,25 @@ fn path_rules(args: &ReducedArgs, handled: landlock::BitFlags<AccessFs>) -> Resu
     }
     if handled.contains(AccessFs::WriteFile) {
         let writable = args.write.iter().chain(&args.devices);
-        for path in writable {
+        for path in writable.cloned().chain(own_terminals()) {
             rules.push(PathRule {
-                path: path.clone(),
+                path,
                 access: Grant::All,
                 follow: true,
             });
         }
     }
     Ok(rules)
+}
+
+/// The terminals this process was given on descriptors 0 to 2: the
+/// command may reopen its own terminal by name, never another session's.
+fn own_terminals() -> Vec<PathBuf> {
+    let terminals = Path::new(crate::backend::reduced::TERMINALS);
+    (0..3)
+        .filter_map(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).ok())
+        .filter(|target| target.starts_with(terminals) && target != terminals)
+        .collect()
 }
 
 /// The entries of a directory; `None` when it cannot be listed (it is then
@@ -302,7 +355,8 @@ fn add_path_rule(
     let mut access = match rule.access {
         Grant::List => AccessFs::ReadDir.into(),
         Grant::Read => AccessFs::from_read(abi),
-        Grant::All => AccessFs::from_all(abi),
+        // No device nodes: a writable root is no place for one.
+        Grant::All => AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock),
     } & handled;
     if !meta.is_dir() {
         access &= AccessFs::from_file(abi);

@@ -15,7 +15,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use super::bwrap::{self, Outcome};
-use super::{check_after, guardian, reduced};
+use super::{check_after, reduced};
 use crate::backend::{self, Plan};
 use crate::banner::{self, Style};
 use crate::config::Require;
@@ -79,14 +79,17 @@ pub fn run(
             banner::print_active(style, &banner::summary(policy, "reduced"));
         }
     };
+    // A subreaper too: if the keeper itself is killed, its orphans come
+    // here.
     nix::sys::prctl::set_child_subreaper(true).context("becoming a child subreaper")?;
-    let guardian = cache.and_then(|c| guardian::start(c).ok());
-    let outcome = bwrap::run_sandboxed(&plan, &on_started, guardian.as_ref());
-    kill_leftovers(guardian.as_ref().map(|g| g.pid));
+    let kept = kept(&plan, &sbx, cache);
+    let parent = parent_pipe()?;
+    let outcome = bwrap::run_sandboxed(&kept, &on_started, None);
+    kill_leftovers(None);
+    drop(parent);
     match outcome {
         Ok(Outcome::Exited(code)) => {
             let code = check_after(checks, style, code);
-            drop(guardian);
             drop(proxy);
             std::process::exit(i32::from(code))
         }
@@ -104,6 +107,42 @@ pub fn run(
     }
 }
 
+/// The descriptor on which the keeper inherits the pipe from sbx.
+const PARENT_FD: i32 = 101;
+
+/// The stage's plan, run by the keeper (`keeper.rs`).
+fn kept(plan: &Plan, sbx: &Path, cache: Option<&Path>) -> Plan {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "__keep".into(),
+        "--parent-fd".into(),
+        PARENT_FD.to_string().into(),
+    ];
+    if let Some(cache) = cache {
+        args.push("--cache".into());
+        args.push(cache.as_os_str().to_owned());
+    }
+    args.push("--".into());
+    args.push(plan.program.as_os_str().to_owned());
+    args.extend(plan.args.iter().cloned());
+    Plan {
+        program: sbx.to_path_buf(),
+        args,
+        ..plan.clone()
+    }
+}
+
+/// The pipe whose breaking tells the keeper that sbx is gone: its read end
+/// on [`PARENT_FD`] for the keeper to inherit, its write end (returned)
+/// sbx's alone, closed when sbx exits however it exits.
+fn parent_pipe() -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let (read, write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating the keeper's pipe")?;
+    // dup2 leaves the copy without close-on-exec: the keeper inherits it.
+    nix::unistd::dup2(read.as_raw_fd(), PARENT_FD).context("placing the keeper's pipe")?;
+    Ok(write)
+}
+
 /// The plan of `sbx profile --backend reduced` (also shown on a host where
 /// bubblewrap works).
 pub fn plan(policy: &Policy, sbx: &Path, proxy: Option<&backend::Proxy>) -> Plan {
@@ -114,7 +153,7 @@ pub fn plan(policy: &Policy, sbx: &Path, proxy: Option<&backend::Proxy>) -> Plan
 /// it inherits every orphan of the sandbox) but `spare` (the guardian),
 /// until none is left. A process forking as it is killed leaves children
 /// that are re-parented to sbx and found by the next round.
-fn kill_leftovers(spare: Option<u32>) {
+pub(super) fn kill_leftovers(spare: Option<u32>) {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let me = std::process::id();

@@ -83,6 +83,18 @@ fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
         rules.insert(nr, namespace_rules()?);
     }
     rules.insert(libc::SYS_ioctl, ioctl_rules()?);
+    if opts.network != NetFilter::Namespace {
+        // Reduced mode: no namespaces at all.
+        for &nr in SYSV_IPC {
+            rules.insert(nr, vec![]);
+        }
+    }
+    if opts.network == NetFilter::TcpOnly && !opts.allow_unix_sockets {
+        // A TCP socket that listens without bind() is bound by the kernel
+        // to a port of every address, out of Landlock's sight: the only
+        // sockets here are TCP ones, and none may accept connections.
+        rules.insert(libc::SYS_listen, vec![]);
+    }
     let mut socket = socket_rules(opts)?;
     socket.extend(network_socket_rules(opts.network)?);
     rules.insert(libc::SYS_socket, socket);
@@ -136,6 +148,36 @@ const REFUSED: &[i64] = &[
     libc::SYS_bpf,
     libc::SYS_userfaultfd,
     libc::SYS_pidfd_getfd,
+    // Each needs a capability the command never has; refused all the same,
+    // so that no mistake in dropping them reaches the kernel's modules,
+    // the machine's power or its swap.
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_reboot,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_acct,
+];
+
+/// System V IPC: in full mode the sandbox has an IPC namespace of its own;
+/// reduced mode has none, so the host's shared memory, queues and
+/// semaphores would be reachable (and removable) by the command.
+const SYSV_IPC: &[i64] = &[
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmdt,
+    libc::SYS_shmctl,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
 ];
 
 /// The rules of `unshare` and `clone`.
