@@ -108,7 +108,7 @@ impl<'a> Checks<'a> {
         )?;
         let dir = snapshot::dir(cache).context("reading /proc/self/stat")?;
         let owners = owners(policy, &dir)?;
-        let mut snapshot = Snapshot::plan(dir, &owners.kept, owners.configs)?;
+        let mut snapshot = Snapshot::plan(dir, &owners.kept, owners.configs, &policy.writable)?;
         let note = journal::write(
             cache,
             &journal::Contents {
@@ -149,6 +149,16 @@ impl<'a> Checks<'a> {
     /// `NAME.sbx-blocked[-N]`: nothing is deleted, and each one is reported.
     pub fn verify(self, warn: &dyn Fn(&str)) -> bool {
         let mut clean = true;
+        // First: a directory the command replaced above the paths copied
+        // (`.git`) is made again, and the paths put back into it; the ones
+        // swept below (`.git/info/...`) are then looked at there, and the
+        // new repositories with the `.git/hooks` put back.
+        let mut rebuilt = Vec::new();
+        if let Some(held) = self.snapshot {
+            let settled = held.finish(warn);
+            clean &= settled.clean;
+            rebuilt = settled.rebuilt;
+        }
         for (path, before) in &self.watch {
             if !sweep(path, before.as_ref(), warn) {
                 // Left in place, it would run later outside the sandbox: sbx
@@ -164,15 +174,8 @@ impl<'a> Checks<'a> {
                 clean = false;
             }
         }
-        // Before the new repositories: a `.git/hooks` put back is the one
-        // they are looked at with.
-        if let Some(held) = self.snapshot {
-            if !held.finish(warn) {
-                clean = false;
-            }
-        }
         for repositories in &self.repositories {
-            if !check_new_repositories(repositories, self.cache.as_deref(), warn) {
+            if !check_new_repositories(repositories, self.cache.as_deref(), &rebuilt, warn) {
                 clean = false;
             }
         }
@@ -598,6 +601,101 @@ mod tests {
         assert!(pending(&cache).is_empty());
     }
 
+    /// The repositories under `root` as policy resolution records them.
+    fn repositories_of(root: &Path) -> Repositories {
+        let found = crate::envscan::walk(root, None);
+        Repositories {
+            scan_root: root.to_path_buf(),
+            modules: crate::policy::module_dirs(&found.git_entries),
+            indexes: Repositories::index_identities(&found.git_entries),
+            git_entries: found.git_entries,
+            unreadable: found.unreadable,
+            bare: found.bare,
+        }
+    }
+
+    /// The command of the finding: `.git` copied to /tmp with a setting
+    /// that runs a command, renamed away, and a file sending git to the
+    /// copy put in its place.
+    fn swap_for_a_gitfile(tmp: &Path, root: &Path) -> PathBuf {
+        let evil = tmp.join("evilgit");
+        std::fs::create_dir_all(evil.join("hooks")).unwrap();
+        std::fs::write(evil.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(
+            evil.join("config"),
+            format!("{BASE}\tfsmonitor = touch /var/tmp/pwn; false\n"),
+        )
+        .unwrap();
+        std::fs::rename(root.join(".git"), root.join(".git-away")).unwrap();
+        std::fs::write(root.join(".git"), format!("gitdir: {}\n", evil.display())).unwrap();
+        evil
+    }
+
+    /// After it, `.git` is a directory again with the hooks and config
+    /// from before the run, nothing of the command's, and the gitfile aside.
+    fn assert_swap_undone(root: &Path, evil: &Path, said: &[String]) {
+        let git = root.join(".git");
+        assert!(
+            std::fs::symlink_metadata(&git).unwrap().is_dir(),
+            "{said:?}"
+        );
+        assert_eq!(std::fs::read_to_string(git.join("config")).unwrap(), BASE);
+        assert!(git.join("hooks/pre-commit.sample").is_file());
+        let blocked = root.join(".git.sbx-blocked");
+        assert!(std::fs::read_to_string(&blocked)
+            .unwrap()
+            .starts_with("gitdir:"));
+        // The .git made again is not taken for the command's.
+        assert!(!root.join(".git.sbx-blocked-2").exists(), "{said:?}");
+        // Said, naming the paths and where the user's repository went.
+        assert!(
+            said.iter()
+                .any(|t| t.contains(&blocked.display().to_string())
+                    && t.contains(&root.join(".git-away").display().to_string())
+                    && t.contains(&git.join("hooks").display().to_string())),
+            "{said:?}"
+        );
+        // The command's copy is left as it was.
+        assert!(evil.join("config").is_file() && evil.join("HEAD").is_file());
+    }
+
+    #[test]
+    fn a_repository_swapped_for_a_gitfile_is_made_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let mut p = policy(&root, PATHS, &[".git/config"]);
+        p.repositories = Some(repositories_of(&root));
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        let evil = swap_for_a_gitfile(tmp.path(), &root);
+        let (clean, said) = verify(checks);
+        assert!(!clean, "{said:?}");
+        assert_swap_undone(&root, &evil, &said);
+        assert!(pending(&cache).is_empty(), "{:?}", pending(&cache));
+    }
+
+    /// The same, the run killed: the next run does it.
+    #[test]
+    fn a_killed_runs_repository_swapped_for_a_gitfile_is_made_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let mut p = policy(&root, PATHS, &[".git/config"]);
+        p.repositories = Some(repositories_of(&root));
+        let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+        let evil = swap_for_a_gitfile(tmp.path(), &root);
+        std::mem::forget(checks);
+        let key = journal::process_key(std::process::id()).unwrap();
+        let note = journal::dir(&cache).join(format!("run-{key}.json"));
+        std::fs::rename(&note, journal::dir(&cache).join("run-0-1.json")).unwrap();
+        let said = RefCell::new(Vec::new());
+        let clean = journal::recover(&cache, &|t| said.borrow_mut().push(t.to_string()));
+        let said = said.take();
+        assert!(!clean, "{said:?}");
+        assert_swap_undone(&root, &evil, &said);
+        assert!(pending(&cache).is_empty(), "{:?}", pending(&cache));
+    }
+
     /// A killed run (its note left behind, nothing verified): the next run
     /// puts its paths back from the note, and its config's changes are
     /// kept aside, never applied.
@@ -652,7 +750,8 @@ mod tests {
         let p = policy(&root, PATHS, &[]);
         let dir = snapshot::dir(&cache).unwrap();
         let owners = owners(&p, &dir).unwrap();
-        let snapshot = Snapshot::plan(dir.clone(), &owners.kept, owners.configs).unwrap();
+        let snapshot =
+            Snapshot::plan(dir.clone(), &owners.kept, owners.configs, &p.writable).unwrap();
         let contents = journal::Contents {
             watch: &owners.watch,
             git_configs: &[],

@@ -171,22 +171,92 @@ pub struct Repositories {
     /// made unreadable during the run).
     #[serde(with = "hex_paths", default)]
     pub unreadable: Vec<PathBuf>,
-    /// Each repository's index (`GIT/index`) and its identity: an index
-    /// the run changed may name a new gitlink.
+    /// Each `.git` entry as it was ([`EntryId`]: one put in its place
+    /// during the run is a new one), and for a directory its index
+    /// (`GIT/index`) and that index's identity: an index the run changed
+    /// may name a new gitlink.
     #[serde(default)]
-    pub indexes: Vec<IndexStamp>,
+    pub indexes: Vec<EntryStamp>,
     /// The bare repositories the walk found.
     #[serde(with = "hex_paths", default)]
     pub bare: Vec<PathBuf>,
 }
 
-/// A repository's git directory and the identity of its index then.
+/// One `.git` entry before the run: what it was, and for a directory the
+/// identity of its index then.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub struct IndexStamp {
+pub struct EntryStamp {
     #[serde(with = "hex_path")]
     pub git: PathBuf,
+    /// Its index's identity (none for a file or a link, or a directory
+    /// without an index).
     pub identity: Option<Identity>,
+    /// The entry itself (none in the notes of an older sbx, which listed
+    /// the directories alone: then it is known by its path only).
+    #[serde(default)]
+    pub entry: Option<EntryId>,
+}
+
+/// What tells a directory (a `.git` entry, or one of a protected path's
+/// parents) apart from another put in its place: device, inode and type,
+/// and the birth time where the file system keeps one (an inode number
+/// freed by a deletion is soon given again). Not the change time, which
+/// git sets on every commit (files renamed into a `.git` directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub struct EntryId {
+    dev: u64,
+    ino: u64,
+    kind: EntryKind,
+    #[serde(default)]
+    born: Option<(u64, u32)>,
+}
+
+/// What an entry is: a directory, a regular file, a link, something else,
+/// or nothing at all (or nothing sbx can see).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+enum EntryKind {
+    Missing,
+    Dir,
+    File,
+    Link,
+    Other,
+}
+
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+impl EntryId {
+    /// What is at `path` now, not following a final link.
+    pub fn of(path: &Path) -> EntryId {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::symlink_metadata(path) else {
+            return EntryId {
+                dev: 0,
+                ino: 0,
+                kind: EntryKind::Missing,
+                born: None,
+            };
+        };
+        let t = m.file_type();
+        EntryId {
+            dev: m.dev(),
+            ino: m.ino(),
+            kind: if t.is_dir() {
+                EntryKind::Dir
+            } else if t.is_file() {
+                EntryKind::File
+            } else if t.is_symlink() {
+                EntryKind::Link
+            } else {
+                EntryKind::Other
+            },
+            born: m
+                .created()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| (d.as_secs(), d.subsec_nanos())),
+        }
+    }
 }
 
 impl Repositories {
@@ -197,14 +267,40 @@ impl Repositories {
             .filter(|g| std::fs::symlink_metadata(g).is_ok_and(|m| m.is_dir()))
     }
 
-    /// Those directories' indexes with their identities, now.
-    pub fn index_identities(entries: &[PathBuf]) -> Vec<IndexStamp> {
-        Self::git_dirs(entries)
-            .map(|g| IndexStamp {
-                git: g.clone(),
-                identity: Identity::of(&g.join("index")),
+    /// Each entry as it is now ([`EntryId`]), with a directory's index
+    /// and its identity.
+    pub fn index_identities(entries: &[PathBuf]) -> Vec<EntryStamp> {
+        entries
+            .iter()
+            .map(|g| {
+                let entry = EntryId::of(g);
+                EntryStamp {
+                    git: g.clone(),
+                    identity: (entry.kind == EntryKind::Dir)
+                        .then(|| Identity::of(&g.join("index")))
+                        .flatten(),
+                    entry: Some(entry),
+                }
             })
             .collect()
+    }
+
+    /// Whether the `.git` entry `git`, which is `now`, was there before
+    /// the run: at the same path, and the same entry (where the note
+    /// recorded it), not another the command put in its place.
+    pub fn knew(&self, git: &Path, now: &EntryId) -> bool {
+        if !self.git_entries.iter().any(|g| g == git) {
+            return false;
+        }
+        match self.indexes.iter().find(|s| s.git == git) {
+            Some(EntryStamp {
+                entry: Some(then), ..
+            }) => then == now,
+            // An older note, which recorded directories alone (as known by
+            // their path), or nothing for this one.
+            Some(_) => true,
+            None => !self.indexes.iter().any(|s| s.entry.is_some()),
+        }
     }
 }
 

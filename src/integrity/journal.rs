@@ -278,6 +278,13 @@ fn check_note(claimed: &Path, cache: &Path, warn: &dyn Fn(&str)) -> bool {
         return false;
     };
     let mut clean = true;
+    // In the order of `Checks::verify`.
+    let mut rebuilt = Vec::new();
+    if let Some(snapshot) = &note.snapshot {
+        let settled = snapshot.finish_killed(warn);
+        clean &= settled.clean;
+        rebuilt = settled.rebuilt;
+    }
     for w in &note.watch {
         if !super::sweep(&w.path, w.before.as_ref(), warn) {
             clean = false;
@@ -286,13 +293,8 @@ fn check_note(claimed: &Path, cache: &Path, warn: &dyn Fn(&str)) -> bool {
     if !super::gitconfig::check_git_configs(&note.git_configs, warn) {
         clean = false;
     }
-    if let Some(snapshot) = &note.snapshot {
-        if !snapshot.finish_killed(warn) {
-            clean = false;
-        }
-    }
     for r in note.repositories.iter().chain(&note.other_repositories) {
-        if !super::repositories::check_new_repositories(r, Some(cache), warn) {
+        if !super::repositories::check_new_repositories(r, Some(cache), &rebuilt, warn) {
             clean = false;
         }
     }

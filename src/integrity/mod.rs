@@ -18,7 +18,8 @@
 //!   the run and the files inside `.git` that exist (git on the host replaces
 //!   those itself; see `checks::watch_list`).
 //! - **The repositories**: every `.git` entry under the project, as the
-//!   walk that finds `.env` files saw it ([`identity::Repositories`]).
+//!   walk that finds `.env` files saw it, with what it is (device, inode,
+//!   type: [`identity::EntryId`]) ([`identity::Repositories`]).
 //! - **Git config snapshots**: each git config file mounted read-only, with
 //!   its identity and content ([`identity::GitConfigWatch`]).
 //! - **Private config copies** ([`copies`]): each of those configs gets a
@@ -44,7 +45,9 @@
 //!    by git, every other change is named and refused; the copies go.
 //! 4. New repositories (`repositories::check_new_repositories`): the project
 //!    is walked again (from the walk's cache) and each `.git` entry that was
-//!    not there is checked: a file or link (it sends git to a repository the
+//!    not there, or that another took the place of (the project's `.git`
+//!    renamed away and a file `gitdir: /tmp/evil` put there), is checked: a
+//!    file or link (it sends git to a repository the
 //!    command prepared elsewhere) is swept like any watched path; a new
 //!    repository with hooks or config keys `git init` does not write
 //!    ([`gitconfig::inspect_new_git`]) is swept too; a plain one stays.
@@ -68,7 +71,12 @@
 //!   one whose fingerprint (or content) changed is moved to
 //!   `NAME.sbx-blocked[-N]` and its copy put back, inside a directory
 //!   reached without following a link ([`aside`]). At most 10,000 entries
-//!   and 64 MiB a run: beyond that the command is not run.
+//!   and 64 MiB a run: beyond that the command is not run. The directories
+//!   above them inside a writable root (`.git`) are recorded too: one the
+//!   command replaced, renamed or removed is moved aside in turn (what is
+//!   at its path), made again empty, and the paths (and configs) put back
+//!   into it; said, with where the directory from before went when it is
+//!   found beside, and sbx exits 125 (the user's repository is elsewhere).
 //! - **Git configs** ([`snapshot_configs`]): one with content is not
 //!   copied; if its content changed, the content from before is renamed
 //!   back over it and what the command changed is sorted like a private

@@ -7,18 +7,23 @@
 use std::path::{Path, PathBuf};
 
 use super::gitconfig::{inspect_new_git, inspect_new_module};
-use super::identity::{Identity, Repositories};
+use super::identity::{EntryId, Identity, Repositories};
 use super::sweep;
 
 /// Walk the project again (from the `.env` scan's cache: one `lstat` per
-/// directory that did not change) and check each `.git` entry that is new:
-/// a file or link (it sends git to a repository prepared elsewhere) is moved
-/// aside; a directory is moved aside when it holds hooks or config beyond
-/// what `git init` writes (a plain new repository runs nothing and stays).
-/// False when one could not be moved away.
+/// directory that did not change) and check each `.git` entry that is new,
+/// or that another entry took the place of (the project's `.git` renamed
+/// away and a file `gitdir: /tmp/evil` put there): a file or link (it sends
+/// git to a repository prepared elsewhere) is moved aside; a directory is
+/// moved aside when it holds hooks or config beyond what `git init` writes
+/// (a plain new repository runs nothing and stays). `rebuilt`: directories
+/// sbx itself made again after the run, as they are (see
+/// [`super::snapshot`]), which are not the command's. False when one could
+/// not be moved away.
 pub fn check_new_repositories(
     before: &Repositories,
     cache: Option<&Path>,
+    rebuilt: &[(PathBuf, EntryId)],
     warn: &dyn Fn(&str),
 ) -> bool {
     let mut after = crate::envscan::walk(&before.scan_root, cache);
@@ -26,7 +31,7 @@ pub fn check_new_repositories(
     if !reopened.is_empty() {
         after = crate::envscan::walk(&before.scan_root, cache);
     }
-    let clean = check_after_walk(before, &after, warn);
+    let clean = check_after_walk(before, &after, rebuilt, warn);
     // The modes go back as the command left them: what it hid stays hidden
     // from the next walk, which masks such a directory whole.
     restore(&reopened);
@@ -37,14 +42,18 @@ pub fn check_new_repositories(
 fn check_after_walk(
     before: &Repositories,
     after: &crate::envscan::Found,
+    rebuilt: &[(PathBuf, EntryId)],
     warn: &dyn Fn(&str),
 ) -> bool {
+    // Known: there before the run, the same entry (or one sbx made again).
+    let known = |git: &Path| {
+        let now = EntryId::of(git);
+        before.knew(git, &now) || rebuilt.iter().any(|(p, id)| p == git && *id == now)
+    };
     let mut clean = true;
-    for git in after
-        .git_entries
-        .iter()
-        .filter(|g| !before.git_entries.contains(g))
-    {
+    let mut new = Vec::new();
+    for git in after.git_entries.iter().filter(|g| !known(g)) {
+        new.push(git.clone());
         if !check_new_entry(git, &after.git_entries, warn) {
             clean = false;
         }
@@ -66,8 +75,9 @@ fn check_after_walk(
             }
         };
         for git in linked.iter().map(|l| l.join(".git")) {
-            let known = before.git_entries.contains(&git) || after.git_entries.contains(&git);
-            if !known
+            let checked = after.git_entries.contains(&git);
+            if !checked
+                && !known(&git)
                 && std::fs::symlink_metadata(&git).is_ok()
                 && !check_new_entry(&git, &after.git_entries, warn)
             {
@@ -75,7 +85,7 @@ fn check_after_walk(
             }
         }
     }
-    if !check_new_modules(before, &after.git_entries, warn) {
+    if !check_new_modules(before, &after.git_entries, &new, warn) {
         clean = false;
     }
     // A bare repository the command made: git runs its hooks for whoever
@@ -141,12 +151,19 @@ fn check_new_entry(git: &Path, gits: &[PathBuf], warn: &dyn Fn(&str)) -> bool {
 
 /// Submodule git directories the command added (`.git/modules/NAME`, which
 /// the walk does not enter): a `core.worktree` there points git at any
-/// directory when the user next checks that submodule out.
-fn check_new_modules(before: &Repositories, gits: &[PathBuf], warn: &dyn Fn(&str)) -> bool {
+/// directory when the user next checks that submodule out. Those of a
+/// `.git` that is `new` (made, or put in the place of another, during the
+/// run) are all new.
+fn check_new_modules(
+    before: &Repositories,
+    gits: &[PathBuf],
+    new: &[PathBuf],
+    warn: &dyn Fn(&str),
+) -> bool {
     let mut clean = true;
     for module in crate::policy::module_dirs(gits)
         .iter()
-        .filter(|m| !before.modules.contains(m))
+        .filter(|m| !before.modules.contains(m) || new.iter().any(|g| m.starts_with(g)))
     {
         // The working tree of the repository whose `.git` holds it.
         let tree = module
@@ -326,4 +343,241 @@ fn made_by_git(dot_git: &Path, gits: &[PathBuf]) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::integrity::gitconfig::TRUSTED_GIT;
+    use std::cell::RefCell;
+
+    const BASE: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n";
+
+    /// The repositories under `root` as policy resolution records them.
+    fn record(root: &Path) -> Repositories {
+        let found = crate::envscan::walk(root, None);
+        Repositories {
+            scan_root: root.to_path_buf(),
+            modules: crate::policy::module_dirs(&found.git_entries),
+            indexes: Repositories::index_identities(&found.git_entries),
+            git_entries: found.git_entries,
+            unreadable: found.unreadable,
+            bare: found.bare,
+        }
+    }
+
+    fn check(before: &Repositories, rebuilt: &[(PathBuf, EntryId)]) -> (bool, Vec<String>) {
+        let said = RefCell::new(Vec::new());
+        let clean =
+            check_new_repositories(before, None, rebuilt, &|t| said.borrow_mut().push(t.into()));
+        (clean, said.take())
+    }
+
+    /// A git directory with the user's own hook and settings (which a new
+    /// repository would not have).
+    fn git_dir(git: &Path) {
+        std::fs::create_dir_all(git.join("hooks")).unwrap();
+        std::fs::create_dir_all(git.join("objects")).unwrap();
+        std::fs::create_dir_all(git.join("refs/heads")).unwrap();
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(git.join("hooks/pre-commit"), "#!/bin/sh\nmake lint\n").unwrap();
+        std::fs::write(
+            git.join("config"),
+            format!("{BASE}[core]\n\tfsmonitor = my-own-monitor\n"),
+        )
+        .unwrap();
+    }
+
+    /// The user's repository, its hooks and settings, is known, even once
+    /// git has written in it (the directory's change time moves).
+    #[test]
+    fn the_repository_from_before_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        git_dir(&root.join(".git"));
+        git_dir(&root.join("sub/.git"));
+        let before = record(&root);
+        assert_eq!(before.git_entries.len(), 2);
+        std::fs::write(root.join(".git/ORIG_HEAD.lock"), "x").unwrap();
+        std::fs::rename(
+            root.join(".git/ORIG_HEAD.lock"),
+            root.join(".git/ORIG_HEAD"),
+        )
+        .unwrap();
+        assert_eq!(check(&before, &[]), (true, vec![]));
+        assert!(root.join(".git/hooks/pre-commit").exists());
+        assert!(root.join("sub/.git/hooks/pre-commit").exists());
+    }
+
+    /// The finding: the project's `.git` renamed away and a file sending
+    /// git to a repository prepared elsewhere put at its path.
+    #[test]
+    fn a_gitfile_in_place_of_the_repository_is_moved_aside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        git_dir(&root.join(".git"));
+        let before = record(&root);
+        let evil = tmp.path().join("evilgit");
+        git_dir(&evil);
+        std::fs::rename(root.join(".git"), root.join(".git-away")).unwrap();
+        std::fs::write(root.join(".git"), format!("gitdir: {}\n", evil.display())).unwrap();
+        let (clean, said) = check(&before, &[]);
+        assert!(clean, "{said:?}");
+        assert!(std::fs::symlink_metadata(root.join(".git")).is_err());
+        let blocked = root.join(".git.sbx-blocked");
+        assert!(std::fs::read_to_string(&blocked)
+            .unwrap()
+            .starts_with("gitdir:"));
+        assert!(
+            said.iter()
+                .any(|t| t.contains(&blocked.display().to_string())),
+            "{said:?}"
+        );
+        // A link in its place goes the same way, and a nested one's too.
+        git_dir(&root.join("sub/.git"));
+        let before = record(&root);
+        std::fs::rename(root.join("sub/.git"), root.join("sub/away")).unwrap();
+        std::os::unix::fs::symlink(&evil, root.join("sub/.git")).unwrap();
+        let (clean, said) = check(&before, &[]);
+        assert!(clean, "{said:?}");
+        assert!(std::fs::symlink_metadata(root.join("sub/.git.sbx-blocked"))
+            .unwrap()
+            .is_symlink());
+        assert!(std::fs::symlink_metadata(root.join("sub/.git")).is_err());
+    }
+
+    /// A directory in place of the repository is looked at as a new
+    /// repository: with hooks it goes, a plain one stays.
+    #[test]
+    fn a_directory_in_place_of_the_repository_is_inspected_as_new() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        git_dir(&root.join(".git"));
+        let before = record(&root);
+        std::fs::rename(root.join(".git"), tmp.path().join("away")).unwrap();
+        git_dir(&root.join(".git"));
+        let (clean, said) = check(&before, &[]);
+        assert!(clean, "{said:?}");
+        assert!(root.join(".git.sbx-blocked/hooks/pre-commit").exists());
+        assert!(std::fs::symlink_metadata(root.join(".git")).is_err());
+        // Deleted and made again (its inode number may be given again).
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        git_dir(&root.join(".git"));
+        let before = record(&root);
+        std::fs::remove_dir_all(root.join(".git")).unwrap();
+        git_dir(&root.join(".git"));
+        let (clean, said) = check(&before, &[]);
+        assert!(clean, "{said:?}");
+        assert!(root.join(".git.sbx-blocked").is_dir());
+        // A plain one (what `git init` writes) stays.
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        git_dir(&root.join(".git"));
+        let before = record(&root);
+        std::fs::rename(root.join(".git"), tmp.path().join("away")).unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(root.join(".git/config"), BASE).unwrap();
+        assert_eq!(check(&before, &[]), (true, vec![]));
+        assert!(root.join(".git").is_dir());
+    }
+
+    /// A `.git` sbx made again itself (see `snapshot`) is not the
+    /// command's: it holds the user's hooks and settings, put back.
+    #[test]
+    fn a_directory_sbx_made_again_is_not_new() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        git_dir(&root.join(".git"));
+        let before = record(&root);
+        std::fs::rename(root.join(".git"), tmp.path().join("away")).unwrap();
+        git_dir(&root.join(".git"));
+        let rebuilt = [(root.join(".git"), EntryId::of(&root.join(".git")))];
+        assert_eq!(check(&before, &rebuilt), (true, vec![]));
+        assert!(root.join(".git/hooks/pre-commit").exists());
+    }
+
+    /// A note of an older sbx, without the entries' identities: it is read,
+    /// and its entries are known by their path.
+    #[test]
+    fn an_older_notes_entries_are_known_by_their_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        git_dir(&root.join(".git"));
+        std::fs::write(root.join(".git/index"), "").unwrap();
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
+        let mut json = serde_json::to_value(record(&root)).unwrap();
+        let indexes = json["indexes"].as_array_mut().unwrap();
+        // Only directories, without `entry`.
+        indexes.retain(|s| s["identity"].is_object());
+        indexes[0].as_object_mut().unwrap().remove("entry");
+        let old: Repositories = serde_json::from_value(json).unwrap();
+        assert_eq!(old.indexes.len(), 1);
+        assert!(old.indexes[0].entry.is_none());
+        for git in [root.join(".git"), root.join("sub/.git")] {
+            assert!(old.knew(&git, &EntryId::of(&git)));
+        }
+        // Round trip of the new one.
+        let new = record(&root);
+        let back: Repositories =
+            serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(back, new);
+        assert!(back.indexes.iter().all(|s| s.entry.is_some()));
+    }
+
+    /// A submodule git directory in a `.git` put in place of the user's
+    /// is new, though one was at its path before.
+    #[test]
+    fn a_module_of_a_replaced_repository_is_new() {
+        if !Path::new(TRUSTED_GIT).is_file() {
+            eprintln!("skipped: {TRUSTED_GIT} is not installed");
+            return;
+        }
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new(TRUSTED_GIT)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .stdout(std::process::Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "{args:?}");
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        let init = |dot_git: &Path| {
+            std::fs::create_dir_all(dot_git.parent().unwrap()).unwrap();
+            git(&["init", "-q", "--bare", dot_git.to_str().unwrap()]);
+            git(&[
+                "init",
+                "-q",
+                "--bare",
+                dot_git.join("modules/sub").to_str().unwrap(),
+            ]);
+            let _ = std::fs::remove_dir_all(dot_git.join("hooks"));
+            let _ = std::fs::remove_dir_all(dot_git.join("modules/sub/hooks"));
+        };
+        init(&root.join(".git"));
+        let before = record(&root);
+        assert_eq!(before.modules, vec![root.join(".git/modules/sub")]);
+        std::fs::rename(root.join(".git"), tmp.path().join("away")).unwrap();
+        init(&root.join(".git"));
+        let module_config = root.join(".git/modules/sub/config");
+        let elsewhere = tmp.path().join("elsewhere");
+        git(&[
+            "config",
+            "--file",
+            module_config.to_str().unwrap(),
+            "core.worktree",
+            elsewhere.to_str().unwrap(),
+        ]);
+        let (clean, said) = check(&before, &[]);
+        assert!(clean, "{said:?}");
+        assert!(
+            root.join(".git/modules/sub.sbx-blocked").is_dir(),
+            "{said:?}"
+        );
+    }
 }

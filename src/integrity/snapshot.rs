@@ -20,6 +20,13 @@
 //! content are not copied here but put back and their everyday changes
 //! applied ([`super::snapshot_configs`]). The whole is written down in the
 //! run's note, so that a killed run's paths are put back by the next run.
+//!
+//! The directories above those paths inside a writable root (`.git` for
+//! `.git/hooks`) are recorded too ([`EntryId`]): one the command replaced
+//! (`.git` renamed away, and a file `gitdir: /tmp/evil` or a directory of
+//! its own put there) is moved aside in turn, a new empty one made in its
+//! place, and the paths put back into it; the user is told, as their
+//! repository is no longer there (sbx exits 125).
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -30,7 +37,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::aside::{self, RealDir};
-use super::identity::{hex_path, hex_path_opt, GitConfigWatch};
+use super::identity::{hex_path, hex_path_opt, EntryId, GitConfigWatch};
 
 /// The most entries (files, directories, links) copied for one run: more
 /// would hold the command's start for long, and is not what "runs later"
@@ -86,6 +93,30 @@ pub struct Snapshot {
     pub paths: Vec<Kept>,
     #[serde(default)]
     pub configs: Vec<GitConfigWatch>,
+    /// The directories above the paths and configs inside a writable root,
+    /// as they were (by path, parents first).
+    #[serde(default)]
+    pub parents: Vec<Parent>,
+}
+
+/// A directory above a kept path, before the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Parent {
+    #[serde(with = "hex_path")]
+    path: PathBuf,
+    id: EntryId,
+    /// Its permissions, for one made again in its place.
+    mode: u32,
+}
+
+/// What the paths' putting back did after a run.
+pub struct Settled {
+    /// Nothing left for the user to review.
+    pub clean: bool,
+    /// The directories sbx made again in place of those the command
+    /// replaced (see [`Snapshot::rebuild_parents`]), as they are now: not
+    /// new repositories of the command's.
+    pub rebuilt: Vec<(PathBuf, EntryId)>,
 }
 
 /// The snapshot directory of this run in `cache`.
@@ -95,10 +126,16 @@ pub fn dir(cache: &Path) -> Option<PathBuf> {
 }
 
 impl Snapshot {
-    /// Fingerprint `paths` (nothing is copied yet, see [`Snapshot::copy`]):
-    /// an error naming the path when they go beyond the bounds, or one
-    /// cannot be read.
-    pub fn plan(dir: PathBuf, paths: &[PathBuf], configs: Vec<GitConfigWatch>) -> Result<Self> {
+    /// Fingerprint `paths` (nothing is copied yet, see [`Snapshot::copy`]),
+    /// and record the directories above them and `configs` inside the
+    /// `writable` roots: an error naming the path when they go beyond the
+    /// bounds, or one cannot be read.
+    pub fn plan(
+        dir: PathBuf,
+        paths: &[PathBuf],
+        configs: Vec<GitConfigWatch>,
+        writable: &[PathBuf],
+    ) -> Result<Self> {
         let mut budget = Budget::new(MAX_ENTRIES, MAX_BYTES);
         let paths = paths
             .iter()
@@ -111,10 +148,33 @@ impl Snapshot {
                 })
             })
             .collect::<Result<Vec<Kept>>>()?;
+        let mut parents: Vec<PathBuf> = paths
+            .iter()
+            .map(|k| &k.path)
+            .chain(configs.iter().map(|c| &c.path))
+            .flat_map(|p| p.ancestors().skip(1))
+            .filter(|a| writable.iter().any(|w| a.starts_with(w) && a != w))
+            .filter(|a| !paths.iter().any(|k| k.path == *a))
+            .map(Path::to_path_buf)
+            .collect();
+        parents.sort();
+        parents.dedup();
+        let parents = parents
+            .into_iter()
+            .map(|path| {
+                let mode = std::fs::symlink_metadata(&path).map_or(0o755, |m| m.mode() & 0o7777);
+                Parent {
+                    id: EntryId::of(&path),
+                    mode,
+                    path,
+                }
+            })
+            .collect();
         Ok(Snapshot {
             dir,
             paths,
             configs,
+            parents,
         })
     }
 
@@ -181,21 +241,176 @@ impl Snapshot {
         clean
     }
 
-    /// After a run: the git configs (their changes' everyday settings
-    /// applied, see [`super::snapshot_configs::settle`]), then the paths.
-    pub fn finish(&self, warn: &dyn Fn(&str)) -> bool {
+    /// After a run: the directories above the paths that the command
+    /// replaced ([`Snapshot::rebuild_parents`]), the git configs (their
+    /// changes' everyday settings applied, see
+    /// [`super::snapshot_configs::settle`]), then the paths.
+    pub fn finish(&self, warn: &dyn Fn(&str)) -> Settled {
+        let (parents, rebuilt) = self.rebuild_parents(warn);
         let configs =
             super::snapshot_configs::settle(&self.configs, &self.dir.join("configs"), warn);
-        self.restore(warn) && configs
+        let paths = self.restore(warn);
+        Settled {
+            clean: parents && configs && paths,
+            rebuilt,
+        }
     }
 
     /// [`Snapshot::finish`] for a run that was killed: its configs' changes
     /// are never applied (see [`super::snapshot_configs::settle_killed`]).
-    pub fn finish_killed(&self, warn: &dyn Fn(&str)) -> bool {
+    pub fn finish_killed(&self, warn: &dyn Fn(&str)) -> Settled {
+        let (parents, rebuilt) = self.rebuild_parents(warn);
         let configs =
             !self.complete() || super::snapshot_configs::settle_killed(&self.configs, warn);
-        self.restore(warn) && configs
+        let paths = self.restore(warn);
+        Settled {
+            clean: parents && configs && paths,
+            rebuilt,
+        }
     }
+
+    /// Each directory above the paths that the command replaced, removed
+    /// or renamed (the topmost one where several did): what is in its
+    /// place now is moved aside (never following a link), and an empty
+    /// directory made there, with those below it on the way to the paths,
+    /// for the paths to be put back into. Said, naming the directory that
+    /// was there where it is found beside it (the command renamed it):
+    /// the user's repository is no longer where it was. False when one was
+    /// replaced; the directories made, as they are now.
+    fn rebuild_parents(&self, warn: &dyn Fn(&str)) -> (bool, Vec<(PathBuf, EntryId)>) {
+        let mut rebuilt = Vec::new();
+        if !self.complete() {
+            return (true, rebuilt);
+        }
+        let changed: Vec<&Parent> = self
+            .parents
+            .iter()
+            .filter(|p| EntryId::of(&p.path) != p.id)
+            .collect();
+        let topmost = changed.iter().filter(|p| {
+            !changed
+                .iter()
+                .any(|q| q.path != p.path && p.path.starts_with(&q.path))
+        });
+        let mut clean = true;
+        for top in topmost {
+            clean = false;
+            let below: Vec<&Parent> = self
+                .parents
+                .iter()
+                .filter(|p| p.path.starts_with(&top.path))
+                .collect();
+            let kept: Vec<&Path> = self
+                .paths
+                .iter()
+                .map(|k| k.path.as_path())
+                .chain(self.configs.iter().map(|c| c.path.as_path()))
+                .filter(|p| p.starts_with(&top.path))
+                .collect();
+            let mut moved = None;
+            match rebuild(top, &below, &mut moved, &mut rebuilt) {
+                Ok(()) => warn(&rebuilt_message(top, &kept, moved.as_deref())),
+                Err(e) => warn(&format!(
+                    "the command replaced, renamed or removed {} (which holds {}, which run later outside the sandbox){}, and sbx could not make it again ({e}): review it before using git there{}",
+                    top.path.display(),
+                    shown(&kept),
+                    moved_to(moved.as_deref()),
+                    where_it_went(top),
+                )),
+            }
+        }
+        (clean, rebuilt)
+    }
+}
+
+/// Make the directory `top` (which the command replaced) again, and those
+/// `below` it (itself first, parents before what they hold): what is at
+/// its path is moved aside first (where to, in `moved`). The directories
+/// made are added to `rebuilt`.
+fn rebuild(
+    top: &Parent,
+    below: &[&Parent],
+    moved: &mut Option<PathBuf>,
+    rebuilt: &mut Vec<(PathBuf, EntryId)>,
+) -> io::Result<()> {
+    let (Some(parent), Some(name)) = (top.path.parent(), top.path.file_name()) else {
+        return Err(io::ErrorKind::InvalidInput.into());
+    };
+    let dir = RealDir::open(parent)?;
+    if std::fs::symlink_metadata(dir.entry(name)).is_ok() {
+        *moved = Some(aside::set_aside(&dir, name)?);
+    }
+    for p in below {
+        let (Some(parent), Some(name)) = (p.path.parent(), p.path.file_name()) else {
+            return Err(io::ErrorKind::InvalidInput.into());
+        };
+        let dir = RealDir::open(parent)?;
+        let entry = dir.entry(name);
+        // Owner rights whatever they were: the paths go back inside.
+        let mode = (p.mode | 0o700) & 0o777;
+        dir.with_write_access(|| std::fs::DirBuilder::new().mode(mode).create(&entry))?;
+        rebuilt.push((p.path.clone(), EntryId::of(&entry)));
+    }
+    Ok(())
+}
+
+/// Where the directory `p` was before the run is now, when the command
+/// renamed it within the directory that holds it.
+fn found_beside(p: &Parent) -> Option<PathBuf> {
+    let parent = p.path.parent()?;
+    std::fs::read_dir(parent)
+        .ok()?
+        .take(MAX_ENTRIES)
+        .flatten()
+        .map(|e| e.path())
+        .find(|e| EntryId::of(e) == p.id)
+}
+
+/// The paths named in a message.
+fn shown(paths: &[&Path]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What is said of what the command put in a directory's place.
+fn moved_to(moved: Option<&Path>) -> String {
+    match moved {
+        Some(to) => format!(
+            "; what it put there was moved to {} (review it, and use it only if you trust it)",
+            to.display()
+        ),
+        None => String::new(),
+    }
+}
+
+/// What is said of where the directory that was at `p` went.
+fn where_it_went(p: &Parent) -> String {
+    match found_beside(p) {
+        Some(now) => format!(
+            "; the directory that was at {} before the run is now {} (the command renamed it): if it is your repository, review its hooks and config (sbx did not protect them there) before you move it back",
+            p.path.display(),
+            now.display()
+        ),
+        None => format!(
+            "; the directory that was at {} before the run was renamed or removed by the command, and sbx cannot know where it is: if it was your repository, it may now be at a different name (review its hooks and config, which sbx did not protect there, before you move it back)",
+            p.path.display()
+        ),
+    }
+}
+
+/// What is said of a directory made again.
+fn rebuilt_message(top: &Parent, kept: &[&Path], moved: Option<&Path>) -> String {
+    format!(
+        "the command replaced, renamed or removed {} (which holds {}, which run later outside the sandbox){}; sbx made a new {} holding only those, as they were before the run{}",
+        top.path.display(),
+        shown(kept),
+        moved_to(moved),
+        top.path.display(),
+        where_it_went(top)
+    )
 }
 
 /// This run's snapshot, once recorded: its directory is removed when it is
@@ -208,8 +423,14 @@ impl Held {
     }
 
     /// See [`Snapshot::finish`].
-    pub fn finish(mut self, warn: &dyn Fn(&str)) -> bool {
-        self.0.take().is_none_or(|s| s.finish(warn))
+    pub fn finish(mut self, warn: &dyn Fn(&str)) -> Settled {
+        match self.0.take() {
+            Some(s) => s.finish(warn),
+            None => Settled {
+                clean: true,
+                rebuilt: Vec::new(),
+            },
+        }
     }
 }
 
@@ -525,7 +746,13 @@ mod tests {
 
     /// Record `paths` under `root/cache`, as a run does before its command.
     fn take(root: &Path, paths: &[PathBuf]) -> Snapshot {
-        let mut s = Snapshot::plan(root.join("cache/snapshot"), paths, Vec::new()).unwrap();
+        let mut s = Snapshot::plan(
+            root.join("cache/snapshot"),
+            paths,
+            Vec::new(),
+            &[root.to_path_buf()],
+        )
+        .unwrap();
         s.copy().unwrap();
         s
     }
@@ -534,6 +761,21 @@ mod tests {
         let said = RefCell::new(Vec::new());
         let clean = s.restore(&|t| said.borrow_mut().push(t.to_string()));
         (clean, said.take())
+    }
+
+    fn finish(s: &Snapshot) -> (Settled, Vec<String>) {
+        let said = RefCell::new(Vec::new());
+        let settled = s.finish(&|t| said.borrow_mut().push(t.to_string()));
+        (settled, said.take())
+    }
+
+    /// `root/.git/hooks` with a sample, and `root/.git/HEAD`.
+    fn repository(root: &Path) -> PathBuf {
+        let hooks = root.join(".git/hooks");
+        std::fs::create_dir_all(&hooks).unwrap();
+        std::fs::write(hooks.join("pre-commit.sample"), "#!/bin/sh\n").unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        hooks
     }
 
     #[test]
@@ -568,9 +810,14 @@ mod tests {
         std::fs::create_dir(&big).unwrap();
         let file = std::fs::File::create(big.join("blob")).unwrap();
         file.set_len(MAX_BYTES + 1).unwrap();
-        let err = Snapshot::plan(tmp.path().join("s"), std::slice::from_ref(&big), Vec::new())
-            .unwrap_err()
-            .to_string();
+        let err = Snapshot::plan(
+            tmp.path().join("s"),
+            std::slice::from_ref(&big),
+            Vec::new(),
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains(&big.display().to_string()), "{err}");
         assert!(err.contains("64 MiB"), "{err}");
         let many = tmp.path().join(".idea");
@@ -578,7 +825,7 @@ mod tests {
         for i in 0..MAX_ENTRIES {
             std::fs::File::create(many.join(i.to_string())).unwrap();
         }
-        let err = Snapshot::plan(tmp.path().join("s"), &[many], Vec::new())
+        let err = Snapshot::plan(tmp.path().join("s"), &[many], Vec::new(), &[])
             .unwrap_err()
             .to_string();
         assert!(err.contains(".idea") && err.contains("10000"), "{err}");
@@ -592,7 +839,7 @@ mod tests {
         let dir = tmp.path().join(".claude");
         std::fs::create_dir(&dir).unwrap();
         nix::unistd::mkfifo(&dir.join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let err = Snapshot::plan(tmp.path().join("s"), &[dir], Vec::new())
+        let err = Snapshot::plan(tmp.path().join("s"), &[dir], Vec::new(), &[])
             .unwrap_err()
             .to_string();
         assert!(err.contains("FIFO"), "{err}");
@@ -637,21 +884,139 @@ mod tests {
         assert!(said[1].contains(&s.dir.display().to_string()), "{said:?}");
     }
 
+    /// The command moves `.git` away and points it elsewhere: the link is
+    /// moved aside (never followed), a new `.git` made, and the hooks put
+    /// back into it; the user is told where theirs went.
     #[test]
-    fn a_link_planted_above_the_path_is_not_followed() {
+    fn a_link_planted_above_the_path_is_moved_aside_and_the_directory_made_again() {
         let tmp = tempfile::tempdir().unwrap();
         let git = tmp.path().join(".git");
-        let hooks = git.join("hooks");
-        std::fs::create_dir_all(&hooks).unwrap();
+        let hooks = repository(tmp.path());
         let s = take(tmp.path(), std::slice::from_ref(&hooks));
-        // The command moves .git away and points it elsewhere.
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("hooks")).unwrap();
+        std::fs::write(elsewhere.join("hooks/pre-commit"), "evil").unwrap();
+        let moved = tmp.path().join("moved");
+        std::fs::rename(&git, &moved).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &git).unwrap();
+        let (settled, said) = finish(&s);
+        assert!(!settled.clean, "{said:?}");
+        assert!(std::fs::symlink_metadata(&git).unwrap().is_dir());
+        assert!(hooks.join("pre-commit.sample").is_file());
+        assert!(!hooks.join("pre-commit").exists());
+        // Nothing else: the repository is not there any more.
+        assert!(!git.join("HEAD").exists());
+        let blocked = tmp.path().join(".git.sbx-blocked");
+        assert!(std::fs::symlink_metadata(&blocked).unwrap().is_symlink());
+        assert_eq!(settled.rebuilt, vec![(git.clone(), EntryId::of(&git))]);
+        // Nothing was written through the link.
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 1);
+        assert_eq!(
+            std::fs::read_dir(elsewhere.join("hooks")).unwrap().count(),
+            1
+        );
+        // Said once, naming the paths and where the one from before is.
+        let about: Vec<&String> = said
+            .iter()
+            .filter(|t| t.contains(&blocked.display().to_string()))
+            .collect();
+        assert_eq!(about.len(), 1, "{said:?}");
+        for path in [&git, &hooks, &moved] {
+            assert!(about[0].contains(&path.display().to_string()), "{said:?}");
+        }
+        assert!(!s.dir.exists());
+    }
+
+    /// The finding: `.git` renamed within the project, a file `gitdir:
+    /// ...` in its place.
+    #[test]
+    fn a_gitfile_in_place_of_the_directory_is_moved_aside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let git = tmp.path().join(".git");
+        let hooks = repository(tmp.path());
+        let s = take(tmp.path(), std::slice::from_ref(&hooks));
+        std::fs::rename(&git, tmp.path().join(".git-away")).unwrap();
+        std::fs::write(&git, "gitdir: /tmp/evilgit\n").unwrap();
+        let (settled, said) = finish(&s);
+        assert!(!settled.clean);
+        assert!(hooks.join("pre-commit.sample").is_file());
+        let blocked = tmp.path().join(".git.sbx-blocked");
+        assert_eq!(
+            std::fs::read_to_string(blocked).unwrap(),
+            "gitdir: /tmp/evilgit\n"
+        );
+        assert!(
+            said.iter()
+                .any(|t| t.contains(".git-away (the command renamed it)")),
+            "{said:?}"
+        );
+    }
+
+    /// Removed (or renamed where sbx does not look): said as such.
+    #[test]
+    fn a_directory_removed_above_the_path_is_made_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let git = tmp.path().join(".git");
+        let hooks = repository(tmp.path());
+        std::fs::create_dir_all(tmp.path().join("sub")).unwrap();
+        let s = take(tmp.path(), std::slice::from_ref(&hooks));
+        std::fs::rename(&git, tmp.path().join("sub/deep")).unwrap();
+        let (settled, said) = finish(&s);
+        assert!(!settled.clean);
+        assert!(hooks.join("pre-commit.sample").is_file());
+        assert!(!tmp.path().join(".git.sbx-blocked").exists());
+        assert!(
+            said.iter()
+                .any(|t| t.contains("may now be at a different name")),
+            "{said:?}"
+        );
+    }
+
+    /// Several levels: the topmost directory replaced is set aside, and
+    /// those below it made again on the way to the path.
+    #[test]
+    fn the_directories_below_the_one_replaced_are_made_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let hooks = tmp.path().join(".git/modules/sub/hooks");
+        std::fs::create_dir_all(&hooks).unwrap();
+        std::fs::write(hooks.join("post-checkout"), "mine").unwrap();
+        let envrc = tmp.path().join(".envrc");
+        std::fs::write(&envrc, "mine").unwrap();
+        let s = take(tmp.path(), &[hooks.clone(), envrc.clone()]);
+        std::fs::remove_dir_all(tmp.path().join(".git")).unwrap();
+        std::fs::write(tmp.path().join(".git"), "gitdir: /elsewhere\n").unwrap();
+        let (settled, said) = finish(&s);
+        assert!(!settled.clean, "{said:?}");
+        assert_eq!(
+            std::fs::read_to_string(hooks.join("post-checkout")).unwrap(),
+            "mine"
+        );
+        let made: Vec<&Path> = settled.rebuilt.iter().map(|(p, _)| p.as_path()).collect();
+        let git = tmp.path().join(".git");
+        assert_eq!(
+            made,
+            [git.clone(), git.join("modules"), git.join("modules/sub")]
+        );
+        assert!(tmp.path().join(".git.sbx-blocked").is_file());
+        assert_eq!(std::fs::read_to_string(&envrc).unwrap(), "mine");
+    }
+
+    /// The note of an older sbx, without the directories above the paths:
+    /// said, not touched.
+    #[test]
+    fn without_the_directories_recorded_nothing_is_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let git = tmp.path().join(".git");
+        let hooks = repository(tmp.path());
+        let mut s = take(tmp.path(), std::slice::from_ref(&hooks));
+        s.parents.clear();
         let elsewhere = tmp.path().join("elsewhere");
         std::fs::create_dir_all(elsewhere.join("hooks")).unwrap();
         std::fs::write(elsewhere.join("hooks/pre-commit"), "evil").unwrap();
         std::fs::rename(&git, tmp.path().join("moved")).unwrap();
         std::os::unix::fs::symlink(&elsewhere, &git).unwrap();
-        let (clean, said) = restore(&s);
-        assert!(!clean);
+        let (settled, said) = finish(&s);
+        assert!(!settled.clean);
         assert!(said[0].contains("its directory changed too"), "{said:?}");
         // Nothing was written through the link.
         assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 1);
