@@ -28,6 +28,9 @@ _sbx() {
             sbx,__inner)
                 cmd="sbx__subcmd____inner"
                 ;;
+            sbx,__keep)
+                cmd="sbx__subcmd____keep"
+                ;;
             sbx,__probe)
                 cmd="sbx__subcmd____probe"
                 ;;
@@ -56,7 +59,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-h -V --help --version run profile check completions man __inner __reduced __guard __filter __connect __probe"
+            opts="-h -V --help --version run profile check completions man __inner __reduced __guard __keep __filter __connect __probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -143,6 +146,28 @@ _sbx() {
                     return 0
                     ;;
                 --private-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd____keep)
+            opts="-h --parent-fd --cache --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --parent-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cache)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

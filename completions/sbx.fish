@@ -34,6 +34,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "man" -d 'Print the man page
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__inner" -d 'Internal: the second stage, run by bubblewrap inside the sandbox as PID 1'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__reduced" -d 'Reduced mode\'s stage: apply Landlock, no_new_privs and seccomp to this process, then exec the command'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__guard" -d 'Internal: the guardian of a run, which makes its checks if sbx is killed'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "__keep" -d 'Internal: reduced mode\'s keeper, the stage\'s parent, which ends every process the command leaves, also when sbx is killed'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__filter" -d 'Internal: add the Unix-socket filter, then exec the command'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__connect" -d 'Internal: an ssh ProxyCommand that tunnels through the allowlist proxy'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__probe" -d 'Internal: what `sbx check` runs inside a sandbox'
@@ -138,6 +139,9 @@ complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l allow-unix-sockets
 complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __guard" -l cache -d 'sbx\'s cache directory (the run\'s note is in its `pending`)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __guard" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand __keep" -l parent-fd -d 'The read end of a pipe whose writer is sbx' -r
+complete -c sbx -n "__fish_sbx_using_subcommand __keep" -l cache -d 'sbx\'s cache directory (the run\'s note is in its `pending`)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __keep" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __filter" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __connect" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __probe" -s h -l help -d 'Print help'
