@@ -157,7 +157,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____keep)
-            opts="-h --parent-fd --cache --help"
+            opts="-h --parent-fd --cache --limit --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -168,6 +168,10 @@ _sbx() {
                     return 0
                     ;;
                 --cache)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

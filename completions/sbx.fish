@@ -141,6 +141,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand __guard" -l cache -d 'sbx\'s cac
 complete -c sbx -n "__fish_sbx_using_subcommand __guard" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __keep" -l parent-fd -d 'The read end of a pipe whose writer is sbx' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __keep" -l cache -d 'sbx\'s cache directory (the run\'s note is in its `pending`)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __keep" -l limit -d 'A resource limit the stage sets (repeatable), to say which one stopped the command' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __keep" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __filter" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __connect" -s h -l help -d 'Print help'

@@ -58,8 +58,9 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
         Some(Cmd::Keep {
             parent_fd,
             cache,
+            limits,
             stage,
-        }) => run::keep(parent_fd, cache.as_deref(), &stage),
+        }) => run::keep(parent_fd, cache.as_deref(), &limits, &stage),
         Some(Cmd::Filter { command }) => run::filter(&command),
         Some(Cmd::Guard { cache }) => run::guard(&cache),
         Some(Cmd::Connect { host, port }) => crate::proxy::connect_stdio(&host, port),

@@ -69,6 +69,10 @@ pub enum Cmd {
         /// sbx's cache directory (the run's note is in its `pending`).
         #[arg(long, value_name = "DIR")]
         cache: Option<PathBuf>,
+        /// A resource limit the stage sets (repeatable), to say which one
+        /// stopped the command.
+        #[arg(long = "limit", value_name = "NAME=VALUE")]
+        limits: Vec<String>,
         /// The stage and its arguments.
         #[arg(required = true, allow_hyphen_values = true, last = true)]
         stage: Vec<OsString>,

@@ -201,7 +201,7 @@ pub fn unenforced(policy: &Policy, landlock: Landlock) -> Vec<String> {
         out.push("/dev/shm is shared with your other programs".into());
     }
     if policy.filesystem == FsSetting::Restricted && !policy.protected.is_empty() {
-        out.push("\"runs later\" paths inside writable roots (git hooks and config, .vscode, .envrc, ...) are writable during the run: changes are undone after it".into());
+        out.push("\"runs later\" paths inside writable roots (git hooks and config, .vscode, .envrc, ...) are writable during the run: every change is undone after it, yours made meanwhile included".into());
     }
     if policy.filesystem == FsSetting::ReadOnly {
         out.push("read-only mode has no private /tmp here: nothing is writable".into());

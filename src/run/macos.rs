@@ -153,7 +153,12 @@ pub fn probe_not_started(_plan: &Plan, stderr: &str) -> (String, bool) {
 }
 
 /// `sbx __keep`: Linux only.
-pub fn keep(_parent_fd: i32, _cache: Option<&Path>, _stage: &[OsString]) -> Result<ExitCode> {
+pub fn keep(
+    _parent_fd: i32,
+    _cache: Option<&Path>,
+    _limits: &[String],
+    _stage: &[OsString],
+) -> Result<ExitCode> {
     bail!("reduced mode (Landlock and seccomp) exists on Linux only")
 }
 

@@ -53,19 +53,7 @@ impl Runner for Contained {
     const LISTEN_GRACE: Duration = Duration::from_millis(300);
 
     fn sbx_cmd(&self, world: &World) -> Command {
-        let std = world.sbx_std();
-        let mut cmd = world.host_cmd("bwrap");
-        cmd.args(["--unshare-user", "--disable-userns", "--cap-drop", "ALL"])
-            .args(["--ro-bind", "/", "/"])
-            .arg("--bind")
-            .arg(&world.root)
-            .arg(&world.root)
-            .args(["--bind", "/tmp", "/tmp", "--dev", "/dev", "--proc", "/proc"])
-            .arg("--chdir")
-            .arg(&world.project)
-            .arg("--")
-            .arg(std.get_program());
-        cmd
+        world.contained(&util::sbx_path())
     }
 
     fn output(&self, mut cmd: Command) -> Output {

@@ -103,7 +103,8 @@ fn killed_with_its_guardian_after_up(world: &World, script: &str, args: &[&str])
         .filter(|e| {
             let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
             let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-            args.contains(&b"__guard".as_slice())
+            // Reduced mode's keeper is its run's guardian.
+            (args.contains(&b"__guard".as_slice()) || args.contains(&b"__keep".as_slice()))
                 && args.contains(&cache.as_os_str().as_encoded_bytes())
         })
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -165,6 +166,15 @@ fn victim(world: &World) -> String {
         shq_path(&marker(world)),
         shq_path(&world.home.join(".netrc"))
     )
+}
+
+/// Run in reduced mode, sandboxed: no marker in HOME, no secret, no
+/// "NOT sandboxed".
+fn assert_ran_sandboxed(world: &World, out: &Output) {
+    assert!(stderr(out).contains("reduced mode ("), "{}", both(out));
+    assert!(!marker(world).exists(), "{}", both(out));
+    assert_absent(out, "NOT sandboxed");
+    assert_no_secret(out);
 }
 
 /// Refused before anything ran: 125, no marker, the command never started,

@@ -87,8 +87,37 @@ impl World {
     }
 
     /// The same as a `std::process::Command` (for pipes, ptys, timing).
+    /// With `SBX_TEST_CONTAINED=1`, inside the container-like place of
+    /// [`World::contained`], where sbx runs in reduced mode: the whole suite
+    /// can be run that way (`.ci/run` does for the enforcement suites).
     pub fn sbx_std(&self) -> Command {
+        if contained() {
+            return self.contained(&sbx_path());
+        }
         self.host_cmd(sbx_path())
+    }
+
+    /// `program` in a container-like place: an outer bubblewrap whose user
+    /// namespace may not create another (as Docker's default seccomp
+    /// profile forbids), with no capability, the host root read-only, the
+    /// world and `/tmp` writable. sbx's own bubblewrap cannot start there.
+    pub fn contained(&self, program: &Path) -> Command {
+        // By its absolute path: a test may put another `bwrap` on PATH.
+        let mut cmd = self.host_cmd("/usr/bin/bwrap");
+        // --die-with-parent: killing the returned process (a test's stand-in
+        // for an agent's timeout) kills sbx, as it would without the wrapper.
+        cmd.args(["--unshare-user", "--disable-userns", "--cap-drop", "ALL"])
+            .arg("--die-with-parent")
+            .args(["--ro-bind", "/", "/"])
+            .arg("--bind")
+            .arg(&self.root)
+            .arg(&self.root)
+            // No --chdir: bubblewrap keeps the working directory the
+            // caller gives (the project, or another for a test).
+            .args(["--bind", "/tmp", "/tmp", "--dev", "/dev", "--proc", "/proc"])
+            .arg("--")
+            .arg(program);
+        cmd
     }
 
     /// A host program (not sandboxed) with exactly the environment and
@@ -145,6 +174,85 @@ pub fn repo_with_commit(dir: &Path) {
     write(&dir.join("README"), "hello\n");
     git(dir, &["add", "README"]);
     git(dir, &["commit", "-q", "-m", "init"]);
+}
+
+/// SIGKILL sbx, as an agent's timeout does: `child` itself, or in the
+/// container-like place the sbx inside the wrapper (waited for, for a
+/// minute at most: killing the wrapper before it has started sbx would
+/// test the wrapper), then the wrapper.
+pub fn kill_sbx(child: &mut std::process::Child) {
+    if contained() {
+        let start = std::time::Instant::now();
+        while start.elapsed() < DEADLINE && child.try_wait().unwrap().is_none() {
+            if let Some(pid) = sbx_under(child.id()) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let _ = child.kill();
+}
+
+/// The sbx process (sbx's own executable, started with `run`) whose
+/// parent is `wrapper`.
+fn sbx_under(wrapper: u32) -> Option<u32> {
+    let sbx = sbx_path();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let parent: u32 = stat[stat.rfind(')')? + 1..]
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let mut args = cmdline.split(|&b| b == 0);
+        let is_sbx = args.next() == Some(sbx.as_os_str().as_encoded_bytes())
+            && args.next() == Some(b"run".as_slice());
+        (parent == wrapper && is_sbx).then_some(pid)
+    })
+}
+
+/// Whether the suite runs sbx in the container-like place
+/// (`SBX_TEST_CONTAINED=1`).
+pub fn contained() -> bool {
+    std::env::var_os("SBX_TEST_CONTAINED").is_some_and(|v| v == "1")
+}
+
+/// What reduced mode's banner calls the claims of full mode it does not
+/// make, as the suite checks them (see [`unclaimed`]).
+pub const ENV_READABLE: &str = "credential file(s) inside writable roots stay readable";
+pub const RUNS_LATER_WRITABLE: &str = "\"runs later\" paths inside writable roots";
+pub const PROCESSES_VISIBLE: &str = "other processes' command lines are visible";
+pub const LOOPBACK_DENIED: &str = "loopback is the host's";
+
+/// In the container-like place (reduced mode), a claim of full mode that
+/// reduced mode does not make: the run must say so in its banner (`words`,
+/// one of the constants above). True when the suite runs there, so that
+/// the caller skips what only full mode enforces; false otherwise.
+pub fn unclaimed(out: &Output, words: &str) -> bool {
+    if !contained() {
+        return false;
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("reduced mode (") && err.contains(words),
+        "reduced mode does not name what it leaves unenforced ({words:?}):\n{err}"
+    );
+    true
+}
+
+/// The `--require` that asks for the sandbox the suite runs in: the full
+/// one, or reduced mode in the container-like place.
+pub fn require() -> &'static str {
+    if contained() {
+        "--require=reduced"
+    } else {
+        "--require"
+    }
 }
 
 /// The sbx under test: `$SBX_TEST_BIN` (CI copies the binaries to a place an
@@ -312,7 +420,7 @@ pub fn sandbox_available() -> bool {
         let world = World::new();
         let out = world
             .sbx_std()
-            .args(["run", "--require", "--", "true"])
+            .args(["run", require(), "--", "true"])
             .output()
             .map_err(|e| e.to_string())?;
         if out.status.success() {

@@ -32,7 +32,12 @@ use anyhow::{bail, Context, Result};
 use nix::unistd::Pid;
 
 /// Run the keeper; the exit status is the command's.
-pub fn keep(parent_fd: i32, cache: Option<&Path>, stage: &[OsString]) -> Result<ExitCode> {
+pub fn keep(
+    parent_fd: i32,
+    cache: Option<&Path>,
+    limits: &[String],
+    stage: &[OsString],
+) -> Result<ExitCode> {
     use std::os::unix::process::CommandExt;
     let Some((program, args)) = stage.split_first() else {
         bail!("no stage given to the keeper");
@@ -64,6 +69,11 @@ pub fn keep(parent_fd: i32, cache: Option<&Path>, stage: &[OsString]) -> Result<
     let code = super::signals::wait_forwarding(pid, &signals, true, Some(parent.as_fd()))?;
     let sbx_gone = broken(parent.as_fd());
     super::reduced_run::kill_leftovers(None);
+    if let Some(said) =
+        super::signals::killed_by().and_then(|sig| crate::limits::stopped_by(sig, limits))
+    {
+        eprintln!("sbx: {said}");
+    }
     if sbx_gone {
         if let Some(cache) = cache {
             super::guardian::check_for_a_dead_run(cache)?;

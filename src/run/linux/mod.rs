@@ -77,12 +77,15 @@ pub fn run_plan(
         }
         Ok(Outcome::NoCopies(why)) => {
             drop(checks);
+            remove_copies(plan);
             drop(proxy);
             bail!("the sandbox could not be set up: {why}; the command was not run")
         }
         Ok(Outcome::NotStarted(why)) => {
-            // Nothing ran: nothing for a later run to check.
+            // Nothing ran: nothing for a later run to check, and the
+            // private config copies made for it are of no use.
             drop(checks);
+            remove_copies(plan);
             drop(proxy);
             drop(guardian);
             never_started(policy, host, style, shell_command, why)
@@ -93,6 +96,13 @@ pub fn run_plan(
             drop(proxy);
             Err(e)
         }
+    }
+}
+
+/// Remove the private config copies of a plan that never ran its command.
+fn remove_copies(plan: &Plan) {
+    if let Some(dir) = &plan.copies {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
@@ -190,8 +200,13 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
 }
 
 /// `sbx __keep`: reduced mode's keeper (see [`keeper`]).
-pub fn keep(parent_fd: i32, cache: Option<&Path>, stage: &[OsString]) -> Result<ExitCode> {
-    keeper::keep(parent_fd, cache, stage)
+pub fn keep(
+    parent_fd: i32,
+    cache: Option<&Path>,
+    limits: &[String],
+    stage: &[OsString],
+) -> Result<ExitCode> {
+    keeper::keep(parent_fd, cache, limits, stage)
 }
 
 /// `sbx __reduced`: reduced mode's stage, which becomes the command.
@@ -255,7 +270,8 @@ pub fn filter(command: &[OsString]) -> Result<ExitCode> {
 
 /// Whether this process already runs inside an sbx sandbox. Decided from
 /// what the sandbox cannot fake away and the host cannot fake into existence
-/// for sbx: PID 1 is sbx's inner stage and this process is filtered.
+/// for sbx: this process is filtered, and PID 1 is sbx's inner stage (full
+/// mode) or one of its ancestors is reduced mode's keeper.
 pub fn already_sandboxed() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let filtered = status
@@ -264,8 +280,35 @@ pub fn already_sandboxed() -> bool {
         && status
             .lines()
             .any(|l| l.starts_with("NoNewPrivs:") && l.trim_end().ends_with('1'));
-    let init = std::fs::read("/proc/1/cmdline").unwrap_or_default();
-    filtered && init.split(|&b| b == 0).nth(1) == Some(b"__inner".as_slice())
+    if !filtered {
+        return false;
+    }
+    let second_arg = |pid: u32| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        cmdline.split(|&b| b == 0).nth(1).map(<[u8]>::to_vec)
+    };
+    if second_arg(1).as_deref() == Some(b"__inner".as_slice()) {
+        return true;
+    }
+    // Reduced mode: the keeper is the command's parent, or an ancestor
+    // (a bounded walk up the parents).
+    let mut pid = std::process::id();
+    for _ in 0..64 {
+        let Some(parent) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| reduced_run::parent_in_stat(&stat))
+        else {
+            return false;
+        };
+        if parent <= 1 {
+            return false;
+        }
+        if second_arg(parent).as_deref() == Some(b"__keep".as_slice()) {
+            return true;
+        }
+        pid = parent;
+    }
+    false
 }
 
 /// Make the checks of earlier runs whose sbx was killed before it could

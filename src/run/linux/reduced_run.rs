@@ -72,6 +72,16 @@ pub fn run(
         ),
     );
     let cache = host.cache_dir.as_deref();
+    // The notes and snapshots the checks after the run rely on live in
+    // sbx's cache directory: without a mount to keep it read-only, it must
+    // lie outside every writable root.
+    if let Some(root) = cache.and_then(|c| policy.writable.iter().find(|w| c.starts_with(w))) {
+        bail!(
+            "reduced mode cannot keep sbx's cache directory ({}) out of the command's reach: it lies in the writable root {}; make narrower paths writable, or set XDG_CACHE_HOME to a directory outside every writable root; the command was not run",
+            cache.map(|c| c.display().to_string()).unwrap_or_default(),
+            root.display()
+        );
+    }
     let checks = Checks::record(policy, cache, None, true)?;
     let show_banner = banner::wanted(policy.banner, shell_command);
     let on_started = || {
@@ -82,7 +92,7 @@ pub fn run(
     // A subreaper too: if the keeper itself is killed, its orphans come
     // here.
     nix::sys::prctl::set_child_subreaper(true).context("becoming a child subreaper")?;
-    let kept = kept(&plan, &sbx, cache);
+    let kept = kept(&plan, &sbx, cache, &policy.limits.inner_args());
     let parent = parent_pipe()?;
     let outcome = bwrap::run_sandboxed(&kept, &on_started, None);
     kill_leftovers(None);
@@ -110,8 +120,9 @@ pub fn run(
 /// The descriptor on which the keeper inherits the pipe from sbx.
 const PARENT_FD: i32 = 101;
 
-/// The stage's plan, run by the keeper (`keeper.rs`).
-fn kept(plan: &Plan, sbx: &Path, cache: Option<&Path>) -> Plan {
+/// The stage's plan, run by the keeper (`keeper.rs`), which is told the
+/// limits too (`--limit` arguments), to say which one stopped the command.
+fn kept(plan: &Plan, sbx: &Path, cache: Option<&Path>, limits: &[String]) -> Plan {
     let mut args: Vec<std::ffi::OsString> = vec![
         "__keep".into(),
         "--parent-fd".into(),
@@ -121,6 +132,7 @@ fn kept(plan: &Plan, sbx: &Path, cache: Option<&Path>) -> Plan {
         args.push("--cache".into());
         args.push(cache.as_os_str().to_owned());
     }
+    args.extend(limits.iter().map(std::ffi::OsString::from));
     args.push("--".into());
     args.push(plan.program.as_os_str().to_owned());
     args.extend(plan.args.iter().cloned());
@@ -192,7 +204,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 /// The parent's PID in the text of `/proc/PID/stat`: the second field
 /// after the command name, which is in parentheses and may hold anything.
-fn parent_in_stat(stat: &str) -> Option<u32> {
+pub(super) fn parent_in_stat(stat: &str) -> Option<u32> {
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
 }

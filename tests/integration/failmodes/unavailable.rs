@@ -238,7 +238,7 @@ fn bwrap_on_path_in_the_project_is_never_used() {
     let out = world
         .sbx_std()
         .env("PATH", &path)
-        .args(["run", "--require", "--"])
+        .args(["run", util::require(), "--"])
         .args([
             "sh",
             "-c",

@@ -85,6 +85,13 @@ fn default_project_is_not_writable_outside_a_project() {
         );
         let out = cmd.output().unwrap();
         show(&dir.display().to_string(), &out);
+        if util::contained() && world.home.join(".cache/sbx").starts_with(dir) {
+            // Reduced mode cannot keep sbx's cache out of a writable home:
+            // it refuses, naming it.
+            assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+            assert!(stderr(&out).contains("cache directory"), "{}", both(&out));
+            continue;
+        }
         assert_ok(&out);
         assert!(
             dir.join("probe").exists(),

@@ -87,6 +87,12 @@ fn project_file_that_breaks_the_sandbox_refuses() {
     assert_ok(&out);
     assert!(sub.join(".sbx.toml").is_file(), "{}", both(&out));
     let out = sbx_sh(&world, &sub, &[], &victim(&world), &[]);
+    if util::contained() {
+        // Reduced mode has no mount for such a file to break: the command
+        // runs, sandboxed.
+        assert_ran_sandboxed(&world, &out);
+        return;
+    }
     assert_not_run(&world, &out);
 
     let sbx = std::fs::canonicalize(util::sbx_path()).unwrap();
@@ -147,7 +153,11 @@ fn env_file_with_a_path_near_path_max_never_unsandboxes() {
             both(&out)
         );
         assert_absent(&out, "NOT sandboxed");
-        assert_no_secret(&out);
+        // Reduced mode runs it, sandboxed; the `.env` lies in the project,
+        // where it cannot be hidden, and the run says so.
+        if !util::unclaimed(&out, util::ENV_READABLE) {
+            assert_no_secret(&out);
+        }
         assert!(
             out.status.code() == Some(125) || stdout(&out).contains("VICTIM-RAN"),
             "length {total}: neither refused nor run sandboxed\n{}",

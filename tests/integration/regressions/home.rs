@@ -24,6 +24,13 @@ printf 'touch %s\n' "$2" >> "$HOME/.cargo/env" 2>/dev/null && echo CARGO-ENV
 touch "$HOME/ok" && echo HOME-WRITABLE"#,
         &[python, marker.to_str().unwrap()],
     );
+    if util::contained() {
+        // Reduced mode refuses a writable home, which holds sbx's cache.
+        assert_eq!(out.status.code(), Some(125), "{}", both(&out));
+        assert!(stderr(&out).contains("cache directory"), "{}", both(&out));
+        assert!(!marker.exists());
+        return;
+    }
     // Positive control: home is writable.
     assert!(stdout(&out).contains("HOME-WRITABLE"), "{}", both(&out));
     // Run by the host's Python as the user would.

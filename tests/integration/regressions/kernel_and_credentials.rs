@@ -160,7 +160,9 @@ fn linked_hooks_directory_target_is_read_only() {
         ),
     );
     assert_absent(&out, "NOT sandboxed");
-    assert!(!stdout(&out).contains("planted"), "{}", both(&out));
+    if !util::unclaimed(&out, util::RUNS_LATER_WRITABLE) {
+        assert!(!stdout(&out).contains("planted"), "{}", both(&out));
+    }
     assert!(!present(&hooks.join("pre-commit")), "{}", both(&out));
     util::git(
         &world.project,

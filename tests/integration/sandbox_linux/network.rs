@@ -185,6 +185,11 @@ fn a_denied_network_fails_fast_and_says_so() {
         "took {took:?}: {}",
         both(&out)
     );
+    // Reduced mode fails as fast (no socket at all), but has no network
+    // namespace whose counters show that the command tried: no hint line.
+    if crate::util::contained() {
+        return;
+    }
     assert!(
         crate::host::stderr(&out).contains("the network is denied")
             && crate::host::stderr(&out).contains("--network allow"),
