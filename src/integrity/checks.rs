@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::identity::{GitConfigWatch, Identity, Repositories};
+use super::overlap::{Others, Verdict};
 use super::repositories::check_new_repositories;
 use super::snapshot::{self, Held, Snapshot};
 use super::{gitconfig, journal, sweep};
@@ -98,47 +99,79 @@ impl<'a> Checks<'a> {
     /// the fingerprints), then the copies are made, then the note again
     /// with the copies' fingerprints, which tell a killed run's next run
     /// that the command may have started.
+    ///
+    /// What the other runs going in the same cache may have changed is not
+    /// copied ([`super::overlap`]): their notes are read before the
+    /// fingerprints are taken, and again once the copies are made (a run
+    /// that began meanwhile); if by then one of them changed a path copied,
+    /// the copies are dropped and made again (three times at most).
     fn record_after_the_fact(
         policy: &'a Policy,
         cache: Option<&Path>,
         repositories: Vec<&'a Repositories>,
     ) -> Result<Checks<'a>> {
+        const ATTEMPTS: usize = 3;
         let cache = cache.context(
             "sbx copies the paths that run later outside the sandbox to its cache directory during the run, and there is none; the command was not run",
         )?;
         let dir = snapshot::dir(cache).context("reading /proc/self/stat")?;
-        let owners = owners(policy, &dir)?;
-        let mut snapshot = Snapshot::plan(dir, &owners.kept, owners.configs, &policy.writable)?;
-        let note = journal::write(
-            cache,
-            &journal::Contents {
+        let mut others = Others::read(cache);
+        let mut note: Option<journal::Pending> = None;
+        for attempt in 1..=ATTEMPTS {
+            let owners = owners(policy, &dir, &others)?;
+            let mut snapshot = Snapshot::plan(
+                dir.clone(),
+                &owners.kept,
+                owners.configs.clone(),
+                &policy.writable,
+            )?;
+            let contents = journal::Contents {
                 watch: &owners.watch,
                 git_configs: &[],
                 repositories: &repositories,
                 snapshot: Some(&snapshot),
-            },
-        )
-        .context(NO_NOTE)?;
-        snapshot.copy()?;
-        let contents = journal::Contents {
-            watch: &owners.watch,
-            git_configs: &[],
-            repositories: &repositories,
-            snapshot: Some(&snapshot),
-        };
-        note.rewrite(&contents).context(NO_NOTE).inspect_err(|_| {
-            let _ = super::aside::remove_any(&snapshot.dir);
-        })?;
-        Ok(Checks {
-            watch: owners.watch,
-            // Each config is put back (the snapshot's) or copied whole.
-            git_configs: &[],
-            repositories,
-            cache: Some(cache.to_path_buf()),
-            copies: None,
-            snapshot: Some(Held::new(snapshot)),
-            _note: Some(note),
-        })
+            };
+            let pending = match note.take() {
+                Some(pending) => {
+                    pending.rewrite(&contents).context(NO_NOTE)?;
+                    pending
+                }
+                None => journal::write(cache, &contents).context(NO_NOTE)?,
+            };
+            snapshot.copy()?;
+            let later = Others::read(cache);
+            if attempt < ATTEMPTS && !owners.still_trusted(&later) {
+                // The note still says the copies are not all made: a
+                // killed sbx's next run puts nothing back.
+                let _ = super::aside::remove_any(&snapshot.dir);
+                others = later;
+                note = Some(pending);
+                continue;
+            }
+            let contents = journal::Contents {
+                watch: &owners.watch,
+                git_configs: &[],
+                repositories: &repositories,
+                snapshot: Some(&snapshot),
+            };
+            pending
+                .rewrite(&contents)
+                .context(NO_NOTE)
+                .inspect_err(|_| {
+                    let _ = super::aside::remove_any(&snapshot.dir);
+                })?;
+            return Ok(Checks {
+                watch: owners.watch,
+                // Each config is put back (the snapshot's) or copied whole.
+                git_configs: &[],
+                repositories,
+                cache: Some(cache.to_path_buf()),
+                copies: None,
+                snapshot: Some(Held::new(snapshot)),
+                _note: Some(pending),
+            });
+        }
+        unreachable!("the last attempt returns")
     }
 
     /// Make the checks once the command has run, then drop the note. False
@@ -209,28 +242,64 @@ struct Owners {
     /// are applied (`snapshot_configs`).
     configs: Vec<GitConfigWatch>,
     /// Swept as in a run that keeps them read-only ([`sweep()`]): the
-    /// missing ones, and one that holds sbx's own snapshot (its cache).
+    /// missing ones, one that holds sbx's own snapshot (its cache), and
+    /// those another run going may have changed ([`super::overlap`]).
     watch: Vec<(PathBuf, Option<Identity>)>,
+}
+
+impl Owners {
+    /// Whether what the runs going recorded (`others`, read again) still
+    /// lets each path copied, and each config, be taken as it was.
+    fn still_trusted(&self, others: &Others) -> bool {
+        self.kept
+            .iter()
+            .all(|k| others.verdict(k) == Verdict::Trusted)
+            && self.configs.iter().all(|c| match others.verdict(&c.path) {
+                Verdict::Trusted => true,
+                Verdict::ConfigWas(before) => before == c.before.as_slice(),
+                Verdict::Untrusted => false,
+            })
+    }
 }
 
 /// Share out the protected paths (see [`Owners`]). A path inside one that
 /// is copied is left to it (it goes back with it); a missing one that a
 /// run keeping them read-only would create (`.git/hooks`, `.git/config`)
-/// is created now, as git would, and copied like the others.
-fn owners(policy: &Policy, snapshot_dir: &Path) -> Result<Owners> {
-    let mut configs: Vec<GitConfigWatch> = policy
-        .git_configs
-        .iter()
-        .filter(|c| c.gets_a_copy())
-        .cloned()
-        .collect();
+/// is created now, as git would, and copied like the others. One that
+/// another run going (`others`) may have changed is watched instead, and a
+/// config whose content alone it changed keeps the content it recorded.
+fn owners(policy: &Policy, snapshot_dir: &Path, others: &Others) -> Result<Owners> {
+    let mut out = Owners::default();
+    let identity = |path: &Path, or: &Option<Identity>| {
+        policy
+            .protected
+            .iter()
+            .find(|p| p.path == path)
+            .map_or_else(|| or.clone(), |p| p.identity.clone())
+    };
+    let mut configs = Vec::new();
+    for c in policy.git_configs.iter().filter(|c| c.gets_a_copy()) {
+        match others.verdict(&c.path) {
+            Verdict::Trusted => configs.push(c.clone()),
+            Verdict::ConfigWas(before) => configs.push(GitConfigWatch {
+                before: before.to_vec(),
+                ..c.clone()
+            }),
+            Verdict::Untrusted => {
+                out.watch
+                    .push((c.path.clone(), identity(&c.path, &c.identity)));
+            }
+        }
+    }
     let mut protected: Vec<&Protected> = policy.protected.iter().collect();
     // Parents before what they hold.
     protected.sort_by(|a, b| a.path.cmp(&b.path));
     protected.dedup_by(|a, b| a.path == b.path);
-    let mut out = Owners::default();
     for p in protected {
         if out.kept.iter().any(|k| p.path.starts_with(k)) {
+            continue;
+        }
+        if out.watch.iter().any(|(w, _)| *w == p.path) {
             continue;
         }
         if snapshot_dir.starts_with(&p.path) {
@@ -240,10 +309,10 @@ fn owners(policy: &Policy, snapshot_dir: &Path) -> Result<Owners> {
         if configs.iter().any(|c| c.path == p.path) {
             continue;
         }
-        if p.create && std::fs::symlink_metadata(&p.path).is_err() {
-            create(p)?;
-        }
-        if std::fs::symlink_metadata(&p.path).is_ok() {
+        let created = p.create && std::fs::symlink_metadata(&p.path).is_err() && create(p)?;
+        let there = std::fs::symlink_metadata(&p.path).is_ok();
+        // Made just now, by this run: nothing of another's.
+        if there && (created || others.verdict(&p.path) == Verdict::Trusted) {
             out.kept.push(p.path.clone());
         } else {
             out.watch.push((p.path.clone(), p.identity.clone()));
@@ -256,8 +325,8 @@ fn owners(policy: &Policy, snapshot_dir: &Path) -> Result<Owners> {
 }
 
 /// Create a missing `.git/hooks` or `.git/config` empty, as a run that
-/// keeps them read-only does (`exec::prepare`).
-fn create(p: &Protected) -> Result<()> {
+/// keeps them read-only does (`exec::prepare`); whether it was made now.
+fn create(p: &Protected) -> Result<bool> {
     let made = match p.kind {
         policy::Kind::Dir => std::fs::create_dir(&p.path),
         _ => std::fs::OpenOptions::new()
@@ -267,10 +336,11 @@ fn create(p: &Protected) -> Result<()> {
             .map(drop),
     };
     match made {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => {
             Err(e).with_context(|| format!("creating {} so that it can be kept", p.path.display()))
         }
-        _ => Ok(()),
     }
 }
 
@@ -740,6 +810,247 @@ mod tests {
         assert!(pending(&cache).is_empty(), "{:?}", pending(&cache));
     }
 
+    /// A run of another sbx still going, in this test process: its note and
+    /// snapshot are named after a live process of its own (a `sleep`,
+    /// ended when this is dropped).
+    struct Other(std::process::Child);
+
+    impl Other {
+        fn start() -> Other {
+            Other(
+                std::process::Command::new("sleep")
+                    .arg("120")
+                    .spawn()
+                    .unwrap(),
+            )
+        }
+
+        /// `f`, as that run.
+        fn as_it<T>(&self, f: impl FnOnce() -> T) -> T {
+            let key = journal::process_key(self.0.id()).unwrap();
+            journal::TEST_KEY.with(|k| *k.borrow_mut() = Some(key));
+            let out = f();
+            journal::TEST_KEY.with(|k| *k.borrow_mut() = None);
+            out
+        }
+    }
+
+    impl Drop for Other {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// The finding: run A's command creates `.envrc` (missing at A's
+    /// start), run B starts meanwhile, A ends and moves its `.envrc`
+    /// aside, B's command writes another: B must not take A's for what was
+    /// there before it, nor put it back; both end aside.
+    #[test]
+    fn overlapping_runs_leave_no_envrc_in_place() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let envrc = root.join(".envrc");
+        std::fs::remove_file(&envrc).unwrap();
+        let other = Other::start();
+        let pa = policy(&root, PATHS, &[]);
+        let a = other.as_it(|| Checks::record(&pa, Some(&cache), None, true).unwrap());
+        assert!(a.watch.iter().any(|(w, _)| *w == envrc));
+        std::fs::write(&envrc, "decoy\n").unwrap();
+        let pb = policy(&root, PATHS, &[]);
+        let b = Checks::record(&pb, Some(&cache), None, true).unwrap();
+        // Not copied: watched, with what it is now.
+        assert!(
+            b.watch.contains(&(envrc.clone(), Identity::of(&envrc))),
+            "{:?}",
+            b.watch
+        );
+        // The paths A left alone are copied as ever.
+        assert!(!b.watch.iter().any(|(w, _)| w.ends_with(".vscode")));
+        let (clean, said) = verify(a);
+        assert!(clean, "{said:?}");
+        std::fs::write(&envrc, "evil\n").unwrap();
+        let (clean, said) = verify(b);
+        assert!(clean, "{said:?}");
+        assert!(!envrc.exists(), "{said:?}");
+        let aside = |n: &str| std::fs::read_to_string(root.join(n)).unwrap();
+        assert_eq!(aside(".envrc.sbx-blocked"), "decoy\n");
+        assert_eq!(aside(".envrc.sbx-blocked-2"), "evil\n");
+        assert!(!said.iter().any(|t| t.contains("put back")), "{said:?}");
+        assert!(pending(&cache).is_empty(), "{:?}", pending(&cache));
+    }
+
+    /// The same with B's command editing A's `.envrc` in place while A
+    /// still runs: A's checks move it aside, and B puts nothing back.
+    #[test]
+    fn a_file_another_run_created_and_this_one_edits_is_not_put_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let envrc = root.join(".envrc");
+        std::fs::remove_file(&envrc).unwrap();
+        let other = Other::start();
+        let pa = policy(&root, PATHS, &[]);
+        let a = other.as_it(|| Checks::record(&pa, Some(&cache), None, true).unwrap());
+        std::fs::write(&envrc, "decoy\n").unwrap();
+        let pb = policy(&root, PATHS, &[]);
+        let b = Checks::record(&pb, Some(&cache), None, true).unwrap();
+        std::fs::write(&envrc, "evil\n").unwrap();
+        let (clean, said) = verify(b);
+        assert!(clean && said.is_empty(), "{said:?}");
+        let (clean, said) = verify(a);
+        assert!(clean, "{said:?}");
+        assert!(!envrc.exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join(".envrc.sbx-blocked")).unwrap(),
+            "evil\n"
+        );
+    }
+
+    /// Run A copied `.vscode`, and its command added a file to it; run B,
+    /// starting meanwhile, does not copy it (it is not as A recorded it):
+    /// after both, nothing of either command's is left in `.vscode`.
+    #[test]
+    fn a_path_inside_another_runs_changed_copy_is_not_copied() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let vscode = root.join(".vscode");
+        let other = Other::start();
+        let pa = policy(&root, PATHS, &[]);
+        let a = other.as_it(|| Checks::record(&pa, Some(&cache), None, true).unwrap());
+        std::fs::write(vscode.join("tasks.json"), "evil").unwrap();
+        let pb = policy(&root, PATHS, &[]);
+        let b = Checks::record(&pb, Some(&cache), None, true).unwrap();
+        assert!(b.watch.iter().any(|(w, _)| *w == vscode), "{:?}", b.watch);
+        // What A did not change is copied by B as ever.
+        assert!(!b.watch.iter().any(|(w, _)| w.ends_with(".git/hooks")));
+        let (clean, said) = verify(a);
+        assert!(clean, "{said:?}");
+        assert!(!vscode.join("tasks.json").exists());
+        std::fs::write(vscode.join("launch.json"), "evil").unwrap();
+        let (clean, said) = verify(b);
+        assert!(clean, "{said:?}");
+        for planted in ["tasks.json", "launch.json"] {
+            assert!(!vscode.join(planted).exists(), "{planted}: {said:?}");
+        }
+        assert!(root.join(".vscode.sbx-blocked/tasks.json").exists());
+        assert!(root.join(".vscode.sbx-blocked-2/launch.json").exists());
+        // Without another run going, it is copied again.
+        std::fs::create_dir(&vscode).unwrap();
+        let p = policy(&root, PATHS, &[]);
+        drop(other);
+        let c = Checks::record(&p, Some(&cache), None, true).unwrap();
+        assert!(!c.watch.iter().any(|(w, _)| *w == vscode), "{:?}", c.watch);
+        assert_eq!(verify(c), (true, vec![]));
+    }
+
+    /// Run A's command wrote a setting that runs a command into the
+    /// config; run B, starting meanwhile, takes A's content from before
+    /// for its own: the setting is never put back, whichever run ends
+    /// first.
+    #[test]
+    fn a_config_another_run_changed_keeps_that_runs_content_from_before() {
+        if !has_git() {
+            return;
+        }
+        for a_first in [true, false] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+            project(&root);
+            let config = root.join(".git/config");
+            let other = Other::start();
+            let pa = policy(&root, PATHS, &[".git/config"]);
+            let a = other.as_it(|| Checks::record(&pa, Some(&cache), None, true).unwrap());
+            std::fs::write(&config, format!("{BASE}\tfsmonitor = evil\n")).unwrap();
+            let pb = policy(&root, PATHS, &[".git/config"]);
+            let b = Checks::record(&pb, Some(&cache), None, true).unwrap();
+            // Kept by its content, not swept.
+            assert!(!b.watch.iter().any(|(w, _)| *w == config), "{:?}", b.watch);
+            let (first, second) = if a_first { (a, b) } else { (b, a) };
+            let said = [verify(first).1, verify(second).1].concat();
+            assert_eq!(std::fs::read_to_string(&config).unwrap(), BASE, "{said:?}");
+            let kept = std::fs::read_to_string(root.join(".git/config.sbx-blocked")).unwrap();
+            assert!(kept.contains("fsmonitor"), "{said:?}");
+            assert!(!root.join(".git/config.sbx-blocked-2").exists(), "{said:?}");
+        }
+    }
+
+    /// The notes are read again once the copies are made: a run that began
+    /// meanwhile, whose command changed a path copied, has the copies made
+    /// again without it.
+    #[test]
+    fn a_run_that_began_meanwhile_is_seen_once_the_copies_are_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+        project(&root);
+        let pb = policy(&root, PATHS, &[]);
+        let dir = snapshot::dir(&cache).unwrap();
+        let before = owners(&pb, &dir, &Others::default()).unwrap();
+        assert!(before.kept.contains(&root.join(".envrc")));
+        assert!(before.still_trusted(&Others::read(&cache)));
+        let other = Other::start();
+        let pa = policy(&root, PATHS, &[]);
+        let a = other.as_it(|| Checks::record(&pa, Some(&cache), None, true).unwrap());
+        assert!(before.still_trusted(&Others::read(&cache)));
+        std::fs::write(root.join(".envrc"), "evil").unwrap();
+        let later = Others::read(&cache);
+        assert!(!before.still_trusted(&later));
+        let again = owners(&pb, &dir, &later).unwrap();
+        assert!(!again.kept.contains(&root.join(".envrc")));
+        assert!(again.watch.iter().any(|(w, _)| *w == root.join(".envrc")));
+        assert!(again.still_trusted(&later));
+        assert!(verify(a).0);
+    }
+
+    /// The finding: a FIFO planted as the config of a repository that sbx
+    /// moved aside (`a/.git.sbx-blocked`, which later walks take for a
+    /// bare repository, so protect) made every later run refuse. It is
+    /// fingerprinted, never opened: the run goes, and it is left alone.
+    #[test]
+    fn a_fifo_in_a_protected_path_does_not_refuse_the_run() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let tmp = tempfile::tempdir().unwrap();
+            let (root, cache) = (tmp.path().join("p"), tmp.path().join("cache"));
+            project(&root);
+            let git = root.join("a/.git.sbx-blocked");
+            std::fs::create_dir_all(git.join("hooks")).unwrap();
+            std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+            let config = git.join("config");
+            nix::unistd::mkfifo(&config, nix::sys::stat::Mode::S_IRWXU).unwrap();
+            let paths = [
+                PATHS,
+                &[
+                    ("a/.git.sbx-blocked/config", Kind::File),
+                    ("a/.git.sbx-blocked/hooks", Kind::Dir),
+                ],
+            ]
+            .concat();
+            let mut runs = Vec::new();
+            for _ in 0..2 {
+                let p = policy(&root, &paths, &[]);
+                let checks = Checks::record(&p, Some(&cache), None, true).unwrap();
+                runs.push(verify(checks));
+            }
+            let still = std::fs::symlink_metadata(&config).map(|m| m.file_type());
+            tx.send((
+                runs,
+                still.is_ok_and(|t| {
+                    use std::os::unix::fs::FileTypeExt;
+                    t.is_fifo()
+                }),
+            ))
+            .unwrap();
+        });
+        let (runs, fifo) = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("held, by a FIFO opened?");
+        assert_eq!(runs, vec![(true, vec![]), (true, vec![])]);
+        assert!(fifo);
+    }
+
     /// A note written before the copies were all made: the command never
     /// started, so nothing is put back, and what was copied goes.
     #[test]
@@ -749,7 +1060,7 @@ mod tests {
         project(&root);
         let p = policy(&root, PATHS, &[]);
         let dir = snapshot::dir(&cache).unwrap();
-        let owners = owners(&p, &dir).unwrap();
+        let owners = owners(&p, &dir, &Others::default()).unwrap();
         let snapshot =
             Snapshot::plan(dir.clone(), &owners.kept, owners.configs, &p.writable).unwrap();
         let contents = journal::Contents {

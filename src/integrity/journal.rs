@@ -14,6 +14,10 @@
 //! of the paths it copied, and where the copies are: `snapshot-KEY`, which
 //! the note's checks remove once its paths are put back, and nothing else
 //! does).
+//!
+//! The notes of the runs still going are read too, by an after-the-fact run
+//! about to start ([`live_notes`]): what their commands changed is not to
+//! be taken for what was there before its own (see `super::overlap`).
 
 use std::path::{Path, PathBuf};
 
@@ -76,7 +80,7 @@ impl Pending {
     /// once its copies are made), whole, in place of the one written.
     pub fn rewrite(&self, contents: &Contents) -> anyhow::Result<()> {
         use anyhow::Context;
-        let key = process_key(std::process::id()).context("reading /proc/self/stat")?;
+        let key = own_key().context("reading /proc/self/stat")?;
         store(&self.0, &key, contents)
     }
 }
@@ -103,13 +107,69 @@ pub fn process_key(pid: u32) -> Option<String> {
     Some(format!("{pid}-{start}"))
 }
 
+#[cfg(test)]
+thread_local! {
+    /// A test's stand-in for this process's key (see [`own_key`]): one test
+    /// process then holds the notes of two runs.
+    pub(super) static TEST_KEY: std::cell::RefCell<Option<String>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// This run's key (`PID-START`), which names its note and its snapshot.
+pub(super) fn own_key() -> Option<String> {
+    #[cfg(test)]
+    if let Some(key) = TEST_KEY.with(|k| k.borrow().clone()) {
+        return Some(key);
+    }
+    process_key(std::process::id())
+}
+
+/// What another run still going wrote down before its command (see
+/// [`live_notes`]).
+pub(super) struct Recorded {
+    /// Its watched paths, with their identity then (`None`: missing).
+    pub watch: Vec<(PathBuf, Option<Identity>)>,
+    /// Its git configs with their content then.
+    pub git_configs: Vec<GitConfigWatch>,
+    /// What it copied, after the fact.
+    pub snapshot: Option<Snapshot>,
+}
+
+/// The notes of the runs whose sbx is still going, other than this one's:
+/// a run's own note, or a dead run's that a live one took over and is
+/// checking (its command's changes are being undone). One that cannot be
+/// read is left out (a note is renamed into place whole: gone meanwhile).
+pub(super) fn live_notes(cache: &Path) -> Vec<Recorded> {
+    let mine = own_key().unwrap_or_default();
+    let Ok(entries) = std::fs::read_dir(dir(cache)) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let (key, _) = owner(&name)?;
+            if key == mine || !alive(&key) {
+                return None;
+            }
+            let text = std::fs::read_to_string(entry.path()).ok()?;
+            let note = serde_json::from_str::<Note>(&text).ok()?;
+            Some(Recorded {
+                watch: note.watch.into_iter().map(|w| (w.path, w.before)).collect(),
+                git_configs: note.git_configs,
+                snapshot: note.snapshot,
+            })
+        })
+        .collect()
+}
+
 /// Write this run's note before its command starts. An error when it
 /// cannot be written: the caller refuses the run rather than run it with
 /// checks that a killed sbx would leave undone.
 pub fn write(cache: &Path, contents: &Contents) -> anyhow::Result<Pending> {
     use anyhow::Context;
     use std::os::unix::fs::DirBuilderExt;
-    let key = process_key(std::process::id()).context("reading /proc/self/stat")?;
+    let key = own_key().context("reading /proc/self/stat")?;
     let dir = dir(cache);
     std::fs::DirBuilder::new()
         .recursive(true)

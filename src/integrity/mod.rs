@@ -77,12 +77,22 @@
 //!   at its path), made again empty, and the paths (and configs) put back
 //!   into it; said, with where the directory from before went when it is
 //!   found beside, and sbx exits 125 (the user's repository is elsewhere).
+//!   A FIFO, socket or device is fingerprinted alone, never opened nor
+//!   copied: one that changed is moved aside and not made again (said).
 //! - **Git configs** ([`snapshot_configs`]): one with content is not
 //!   copied; if its content changed, the content from before is renamed
 //!   back over it and what the command changed is sorted like a private
 //!   copy's ([`copies::apply`]): everyday settings applied, the rest
 //!   refused and named (the command's version then kept beside it).
-//! - **Swept**: the missing ones, as above.
+//! - **Swept**: the missing ones, as above; and those another run going in
+//!   the same cache may have changed ([`overlap`]): read from the notes of
+//!   the runs still going, a path such a run recorded as missing that is
+//!   there now, whose identity changed since, or that is, holds or lies in
+//!   one of its copied paths no longer as it was (or below a directory
+//!   above them it had that was replaced) is not taken for what was there
+//!   before this run's command: never copied, so never put back. A git
+//!   config whose content alone such a run's command changed keeps the
+//!   content that run recorded as its "before".
 //!
 //! The note holds the fingerprints and the snapshot directory; written
 //! before the copies are made and again once they are, so that a killed
@@ -121,6 +131,8 @@ pub mod copies;
 pub mod gitconfig;
 #[cfg(target_os = "linux")]
 pub mod journal;
+#[cfg(target_os = "linux")]
+mod overlap;
 #[cfg(target_os = "linux")]
 mod repositories;
 #[cfg(target_os = "linux")]

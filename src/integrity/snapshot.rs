@@ -21,6 +21,11 @@
 //! applied ([`super::snapshot_configs`]). The whole is written down in the
 //! run's note, so that a killed run's paths are put back by the next run.
 //!
+//! A FIFO, socket or device (as a path, or inside one) is fingerprinted
+//! alone, never opened (a FIFO opened for reading would hold sbx) nor
+//! copied: after the run, one that changed is moved aside and nothing is
+//! made in its place; a directory put back is without it; both are said.
+//!
 //! The directories above those paths inside a writable root (`.git` for
 //! `.git/hooks`) are recorded too ([`EntryId`]): one the command replaced
 //! (`.git` renamed away, and a file `gitdir: /tmp/evil` or a directory of
@@ -69,6 +74,14 @@ impl Stamp {
     fn is_file(&self) -> bool {
         self.mode & nix::libc::S_IFMT == nix::libc::S_IFREG
     }
+
+    /// A FIFO, socket or device: fingerprinted, never opened nor copied.
+    fn is_special(&self) -> bool {
+        !matches!(
+            self.mode & nix::libc::S_IFMT,
+            nix::libc::S_IFREG | nix::libc::S_IFDIR | nix::libc::S_IFLNK
+        )
+    }
 }
 
 /// A path copied before the run.
@@ -109,6 +122,39 @@ pub struct Parent {
     mode: u32,
 }
 
+impl Kept {
+    /// Whether what is at `path` (this path, one inside it, or one that
+    /// holds it) is as it was before the run: the same entries, and where
+    /// the copies were all made (`copy` is this path's), the same content.
+    /// A path inside it that was not there is as before only if it is
+    /// still missing.
+    fn as_before(&self, path: &Path, copy: &Path, complete: bool) -> bool {
+        let (at, copy, then) = match path.strip_prefix(&self.path) {
+            Ok(rel) => (
+                path,
+                under(copy, rel),
+                self.before
+                    .iter()
+                    .filter_map(|s| {
+                        let rel = s.rel.strip_prefix(rel).ok()?.to_path_buf();
+                        Some(Stamp { rel, ..s.clone() })
+                    })
+                    .collect(),
+            ),
+            Err(_) => (self.path.as_path(), copy.to_path_buf(), self.before.clone()),
+        };
+        if then.is_empty() {
+            return std::fs::symlink_metadata(at).is_err();
+        }
+        same(at, &then) && (!complete || same_content(at, &copy, &then))
+    }
+}
+
+/// Whether one of two paths is, or holds, the other.
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
 /// What the paths' putting back did after a run.
 pub struct Settled {
     /// Nothing left for the user to review.
@@ -121,7 +167,7 @@ pub struct Settled {
 
 /// The snapshot directory of this run in `cache`.
 pub fn dir(cache: &Path) -> Option<PathBuf> {
-    let key = super::journal::process_key(std::process::id())?;
+    let key = super::journal::own_key()?;
     Some(super::journal::dir(cache).join(format!("snapshot-{key}")))
 }
 
@@ -202,7 +248,12 @@ impl Snapshot {
         let mut bytes = MAX_BYTES;
         for (i, kept) in self.paths.iter_mut().enumerate() {
             let copy = self.dir.join(i.to_string());
+            // A FIFO, socket or device is not copied: nothing at `copy`.
+            let special = kept.before.first().is_some_and(Stamp::is_special);
             let copied = copy_tree(&kept.path, &copy, &mut bytes).and_then(|()| {
+                if special {
+                    return Ok(Vec::new());
+                }
                 stamps(&copy, &mut Budget::new(MAX_ENTRIES, u64::MAX)).map_err(Refused::into_io)
             });
             kept.copy = Some(copied.map_err(|e| refusal(&kept.path, &Refused::Copy(e)))?);
@@ -213,6 +264,22 @@ impl Snapshot {
     /// Whether the copies were all made: the command started only then.
     fn complete(&self) -> bool {
         self.paths.iter().all(|k| k.copy.is_some())
+    }
+
+    /// For a run still going (another than this one, whose note this
+    /// is): whether its command may have changed what is at `path`, which
+    /// is, holds or lies inside one of its kept paths that is no longer as
+    /// it was, or one of the directories above them that was replaced.
+    /// What is at `path` is then not to be taken for what was there before
+    /// the command of the run asking (see `super::overlap`).
+    pub fn touched(&self, path: &Path) -> bool {
+        let complete = self.complete();
+        self.paths.iter().enumerate().any(|(i, k)| {
+            overlaps(&k.path, path) && !k.as_before(path, &self.dir.join(i.to_string()), complete)
+        }) || self
+            .parents
+            .iter()
+            .any(|p| overlaps(&p.path, path) && EntryId::of(&p.path) != p.id)
     }
 
     /// After a run: put each path the command changed back (see the
@@ -447,8 +514,6 @@ impl Drop for Held {
 enum Refused {
     TooMany,
     TooLarge,
-    /// A FIFO, socket or device: nothing sbx can copy.
-    Special(PathBuf),
     Unreadable(PathBuf, io::Error),
     Copy(io::Error),
 }
@@ -471,10 +536,6 @@ fn refusal(path: &Path, why: &Refused) -> anyhow::Error {
         Refused::TooLarge => format!(
             "with it, the paths sbx copies come to more than {} MiB",
             MAX_BYTES >> 20
-        ),
-        Refused::Special(p) => format!(
-            "{} is a FIFO, socket or device, which sbx cannot copy",
-            p.display()
         ),
         Refused::Unreadable(p, e) => format!("{} cannot be read ({e})", p.display()),
         Refused::Copy(e) => format!("it cannot be copied ({e})"),
@@ -506,7 +567,8 @@ impl Budget {
 }
 
 /// The entries of `root`: itself, then for a directory what it holds, by
-/// name, depth first; never following a link.
+/// name, depth first; never following a link, and never opening a FIFO,
+/// socket or device (its type, inode and change time tell it).
 fn stamps(root: &Path, budget: &mut Budget) -> Result<Vec<Stamp>, Refused> {
     let mut out = Vec::new();
     let mut todo = vec![PathBuf::new()];
@@ -523,8 +585,6 @@ fn stamps(root: &Path, budget: &mut Budget) -> Result<Vec<Stamp>, Refused> {
             todo.extend(names.into_iter().rev().map(|n| rel.join(n)));
         } else if kind.is_symlink() {
             target = Some(std::fs::read_link(&full).map_err(unreadable)?);
-        } else if !kind.is_file() {
-            return Err(Refused::Special(full));
         }
         out.push(Stamp {
             rel,
@@ -604,7 +664,9 @@ fn names_in(dir: &Path) -> io::Result<Vec<OsString>> {
 
 /// Copy `src` to `dst` (which must not exist) as it is, never following a
 /// link: a directory with what it holds, a file with its content,
-/// permissions and times, a link as a link. At most `bytes` are copied.
+/// permissions and times, a link as a link. A FIFO, socket or device is
+/// left out (never opened: a FIFO would hold sbx). At most `bytes` are
+/// copied.
 fn copy_tree(src: &Path, dst: &Path, bytes: &mut u64) -> io::Result<()> {
     let m = std::fs::symlink_metadata(src)?;
     let kind = m.file_type();
@@ -615,7 +677,7 @@ fn copy_tree(src: &Path, dst: &Path, bytes: &mut u64) -> io::Result<()> {
         return copy_file(src, dst, &m, bytes);
     }
     if !kind.is_dir() {
-        return Err(io::Error::other("not a file, a directory or a link"));
+        return Ok(());
     }
     std::fs::DirBuilder::new().mode(0o700).create(dst)?;
     let mut names = names_in(src)?;
@@ -661,6 +723,9 @@ fn restore_one(kept: &Kept, backup: &Path, warn: &dyn Fn(&str)) -> bool {
     if same(path, &kept.before) && same_content(path, backup, &kept.before) {
         return true;
     }
+    if kept.before.first().is_some_and(Stamp::is_special) {
+        return settle_special(kept, warn);
+    }
     if !kept.copy.as_deref().is_some_and(|c| same(backup, c)) {
         warn(&format!(
             "{} runs later outside the sandbox and changed during the run, but the copy sbx made of it before the run ({}) changed too, so sbx did not touch it: review it before use",
@@ -703,8 +768,76 @@ fn restore_one(kept: &Kept, backup: &Path, warn: &dyn Fn(&str)) -> bool {
         ));
         return false;
     }
-    warn(&restored(path, moved.as_deref()));
+    warn(&format!(
+        "{}{}",
+        restored(path, moved.as_deref()),
+        not_made_again(kept)
+    ));
     true
+}
+
+/// What is said of the FIFOs, sockets and devices a directory put back
+/// held before the run: not copied, so not there now.
+fn not_made_again(kept: &Kept) -> String {
+    let special: Vec<PathBuf> = kept
+        .before
+        .iter()
+        .filter(|s| s.is_special())
+        .map(|s| under(&kept.path, &s.rel))
+        .collect();
+    if special.is_empty() {
+        return String::new();
+    }
+    let listed: Vec<&Path> = special.iter().map(PathBuf::as_path).collect();
+    let (was, it) = if special.len() == 1 {
+        ("was", "it")
+    } else {
+        ("were", "them")
+    };
+    format!(
+        "; sbx does not copy FIFOs, sockets or devices, so {} (there before the run) {was} not made again: make {it} again yourself if you need {it}",
+        shown(&listed),
+    )
+}
+
+/// A path that was a FIFO, socket or device before the run, and changed
+/// (or was replaced or removed): what is there now is moved aside, and
+/// nothing made in its place (sbx copies no such thing). False when what
+/// is there could not be moved away.
+fn settle_special(kept: &Kept, warn: &dyn Fn(&str)) -> bool {
+    let path = &kept.path;
+    let parent = path.parent().map(RealDir::open);
+    let (Some(Ok(dir)), Some(name)) = (parent, path.file_name()) else {
+        warn(&format!(
+            "{} runs later outside the sandbox and changed during the run, but its directory changed too, so sbx did not touch it: review it before use",
+            path.display()
+        ));
+        return false;
+    };
+    if std::fs::symlink_metadata(dir.entry(name)).is_err() {
+        warn(&format!(
+            "the command removed {}, a FIFO, socket or device that runs later outside the sandbox; sbx does not make those again: make it again yourself if you need it",
+            path.display()
+        ));
+        return true;
+    }
+    match aside::set_aside(&dir, name) {
+        Ok(to) => {
+            warn(&format!(
+                "the command changed or replaced {}, a FIFO, socket or device before the run, which runs later outside the sandbox; what is there now was moved to {} (review it, and use it only if you trust it), and nothing was made in its place (sbx does not make FIFOs, sockets or devices again: make it again yourself if you need it)",
+                path.display(),
+                to.display()
+            ));
+            true
+        }
+        Err(e) => {
+            warn(&format!(
+                "the command changed or replaced {}, a FIFO, socket or device before the run, which runs later outside the sandbox, and what is there now could not be moved away ({e}): review it before use",
+                path.display()
+            ));
+            false
+        }
+    }
 }
 
 /// What is said of a path put back.
@@ -833,16 +966,108 @@ mod tests {
         assert!(!tmp.path().join("s").exists());
     }
 
+    /// `f`, failed rather than waited on for ever (a FIFO opened for
+    /// reading would hold it).
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("held, by a FIFO opened?")
+    }
+
+    fn fifo(path: &Path) {
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    }
+
+    fn is_fifo(path: &Path) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+    }
+
+    /// A FIFO (as a path, or inside one) is fingerprinted, never opened
+    /// nor copied: the run is not refused, and unchanged it is left alone.
     #[test]
-    fn a_fifo_cannot_be_kept() {
+    fn a_fifo_is_kept_by_its_fingerprint_alone() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join(".claude");
+        let root = tmp.path().to_path_buf();
+        let (dir, config) = (root.join(".claude"), root.join("config"));
         std::fs::create_dir(&dir).unwrap();
-        nix::unistd::mkfifo(&dir.join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let err = Snapshot::plan(tmp.path().join("s"), &[dir], Vec::new(), &[])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("FIFO"), "{err}");
+        std::fs::write(dir.join("a"), "a").unwrap();
+        fifo(&dir.join("pipe"));
+        fifo(&config);
+        let (s, said) = within(move || {
+            let s = take(&root, &[dir, config]);
+            let said = restore(&s);
+            (s, said)
+        });
+        assert!(!s.dir.join("0/pipe").exists() && !s.dir.join("1").exists());
+        assert_eq!(said, (true, vec![]));
+        assert!(is_fifo(&tmp.path().join(".claude/pipe")));
+        assert!(is_fifo(&tmp.path().join("config")));
+        assert!(!s.dir.exists());
+    }
+
+    /// A FIFO replaced, changed or removed: what is there now is moved
+    /// aside, nothing made in its place, and said.
+    #[test]
+    fn a_fifo_changed_is_moved_aside_and_not_made_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        let (config, gone, dir) = (root.join("config"), root.join("gone"), root.join(".claude"));
+        fifo(&config);
+        fifo(&gone);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("a"), "a").unwrap();
+        fifo(&dir.join("pipe"));
+        let s = within({
+            let (root, paths) = (root.clone(), [config.clone(), gone.clone(), dir.clone()]);
+            move || take(&root, &paths)
+        });
+        std::fs::remove_file(&config).unwrap();
+        std::fs::write(&config, "[core]\n\tfsmonitor = evil\n").unwrap();
+        std::fs::remove_file(&gone).unwrap();
+        std::fs::write(dir.join("a"), "evil").unwrap();
+        let (clean, said) = within(move || restore(&s));
+        assert!(clean, "{said:?}");
+        assert!(!config.exists());
+        let blocked = root.join("config.sbx-blocked");
+        assert!(std::fs::read_to_string(&blocked).unwrap().contains("evil"));
+        assert!(
+            said.iter()
+                .any(|t| t.contains(&blocked.display().to_string())
+                    && t.contains("nothing was made in its place")),
+            "{said:?}"
+        );
+        assert!(!gone.exists() && !root.join("gone.sbx-blocked").exists());
+        assert!(
+            said.iter()
+                .any(|t| t.contains("removed") && t.contains(&gone.display().to_string())),
+            "{said:?}"
+        );
+        // The directory is put back without its FIFO, which is with the
+        // command's version; said.
+        assert_eq!(std::fs::read_to_string(dir.join("a")).unwrap(), "a");
+        assert!(!dir.join("pipe").exists());
+        assert!(is_fifo(&root.join(".claude.sbx-blocked/pipe")));
+        let pipe = dir.join("pipe").display().to_string();
+        assert!(
+            said.iter()
+                .any(|t| t.contains(&pipe) && t.contains("not made again")),
+            "{said:?}"
+        );
+        // And a FIFO replaced by another one is moved aside too.
+        let s = within({
+            let (root, config) = (root.clone(), config.clone());
+            move || {
+                fifo(&config);
+                take(&root, &[config])
+            }
+        });
+        std::fs::remove_file(&config).unwrap();
+        fifo(&config);
+        let (clean, said) = within(move || restore(&s));
+        assert!(clean && !config.exists(), "{said:?}");
+        assert!(is_fifo(&root.join("config.sbx-blocked-2")));
     }
 
     /// An edit in place within the same clock tick as the snapshot, of the

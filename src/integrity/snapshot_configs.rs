@@ -20,7 +20,7 @@ use super::aside::{self, RealDir};
 use super::identity::{read_regular_file, GitConfigWatch, Identity};
 
 /// A config file larger than this is not one git wrote for a user.
-const MAX_CONFIG_BYTES: u64 = 1 << 20;
+pub(super) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// What is at a config's path after the run.
 enum Now {
