@@ -261,6 +261,8 @@ impl EntryId {
 
 impl Repositories {
     /// The `.git` directories among the entries (not files or links).
+    // Read by the Linux checks only.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub fn git_dirs(entries: &[PathBuf]) -> impl Iterator<Item = &PathBuf> {
         entries
             .iter()
@@ -288,6 +290,7 @@ impl Repositories {
     /// Whether the `.git` entry `git`, which is `now`, was there before
     /// the run: at the same path, and the same entry (where the note
     /// recorded it), not another the command put in its place.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub fn knew(&self, git: &Path, now: &EntryId) -> bool {
         if !self.git_entries.iter().any(|g| g == git) {
             return false;
