@@ -181,6 +181,9 @@ impl<'a> Checks<'a> {
     /// could not be mounted read-only) that the command created is renamed to
     /// `NAME.sbx-blocked[-N]`: nothing is deleted, and each one is reported.
     pub fn verify(self, warn: &dyn Fn(&str)) -> bool {
+        if let Some(cache) = &self.cache {
+            journal::reclaim(cache);
+        }
         let mut clean = true;
         // First: a directory the command replaced above the paths copied
         // (`.git`) is made again, and the paths put back into it; the ones

@@ -89,6 +89,32 @@ pub(super) fn dir(cache: &Path) -> PathBuf {
     cache.join("pending")
 }
 
+/// Give sbx's own directories back the mode sbx made them with (0700):
+/// without a mount to keep them read-only (reduced mode), the command can
+/// `chmod` them (Landlock does not rule it), and a check that cannot read
+/// its notes or copies must not be what lets a planted file stay.
+pub fn reclaim(cache: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let own = |path: &Path| {
+        let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+        if is_dir {
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
+        }
+    };
+    own(cache);
+    let pending = dir(cache);
+    own(&pending);
+    if let Ok(entries) = std::fs::read_dir(&pending) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("snapshot-") || name.starts_with("copies-") {
+                own(&e.path());
+            }
+        }
+    }
+}
+
 /// `PID-STARTTIME` for a live process, from `/proc/PID/stat` (the state is
 /// field 3 and the start time field 22, after the command name in
 /// parentheses, which may hold spaces). None for a process that is gone,
@@ -238,6 +264,7 @@ fn alive(key: &str) -> bool {
 /// have done. False when something is left for the user to review (a
 /// planted path that could not be moved away, new git settings).
 pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
+    reclaim(cache);
     let dir = dir(cache);
     let mine = process_key(std::process::id()).unwrap_or_default();
     wait_for_guardians(&dir, &mine);
@@ -254,6 +281,7 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
 /// [`recover`] for a guardian: without waiting for other guardians (two
 /// would wait for each other), and leaving the reports to the next run.
 pub fn recover_now(cache: &Path, warn: &dyn Fn(&str)) -> bool {
+    reclaim(cache);
     let mine = process_key(std::process::id()).unwrap_or_default();
     recover_pass(cache, &mine, false, warn).0
 }

@@ -727,8 +727,23 @@ fn restore_one(kept: &Kept, backup: &Path, warn: &dyn Fn(&str)) -> bool {
         return settle_special(kept, warn);
     }
     if !kept.copy.as_deref().is_some_and(|c| same(backup, c)) {
+        // The copy cannot be trusted (the command reached sbx's cache):
+        // nothing is put back, but the command's version does not stay
+        // where it would run.
+        let moved = path
+            .parent()
+            .map(RealDir::open)
+            .and_then(Result::ok)
+            .zip(path.file_name())
+            .filter(|(dir, name)| std::fs::symlink_metadata(dir.entry(name)).is_ok())
+            .map(|(dir, name)| aside::set_aside(&dir, name));
+        let what = match moved {
+            Some(Ok(to)) => format!("its version was moved to {}", to.display()),
+            Some(Err(e)) => format!("it could not be moved away ({e}): review it before use"),
+            None => "it is not there any more".to_string(),
+        };
         warn(&format!(
-            "{} runs later outside the sandbox and changed during the run, but the copy sbx made of it before the run ({}) changed too, so sbx did not touch it: review it before use",
+            "{} runs later outside the sandbox and changed during the run, and the copy sbx made of it before the run ({}) changed too, so nothing was put back; {what}",
             path.display(),
             backup.display()
         ));
@@ -1103,7 +1118,10 @@ mod tests {
         let (clean, said) = restore(&s);
         assert!(!clean);
         assert!(said[0].contains("changed too"), "{said:?}");
-        assert_eq!(std::fs::read_to_string(&envrc).unwrap(), "also evil");
+        // Nothing put back, and the command's version not left in place.
+        assert!(!envrc.exists());
+        let aside = tmp.path().join(".envrc.sbx-blocked");
+        assert_eq!(std::fs::read_to_string(&aside).unwrap(), "also evil");
         // Kept for review, and said.
         assert!(s.dir.exists());
         assert!(said[1].contains(&s.dir.display().to_string()), "{said:?}");

@@ -557,3 +557,124 @@ fn another_terminal_is_out_of_reach() {
     let n = slave.read(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"typed-secret\n");
 }
+
+/// Review finding: a process tree that keeps moving (each process in a
+/// session of its own, one of them forking a new process and exiting
+/// again and again) outlasted a generation-by-generation kill, and with sbx
+/// killed meanwhile the checks never ran. The keeper now freezes the whole
+/// tree first: nothing survives to plant the hook once the host lets it.
+#[test]
+fn a_moving_process_tree_dies_when_sbx_is_killed() {
+    use std::os::unix::process::CommandExt;
+    require_landlock!();
+    let world = World::new();
+    world.git_repo();
+    let mark = crate::host::unique(9);
+    // 27 sleepers three levels deep, and one walker; each plants the hook
+    // once `go` appears. All of them carry `mark` in their command line.
+    let script = format!(
+        r#"import os, sys, time
+def plant():
+    while not os.path.exists('go'):
+        time.sleep(0.02)
+    open('.git/hooks/pre-commit', 'w').write('#!/bin/sh\ntouch "$HOME/PWNED"\n')
+    os.chmod('.git/hooks/pre-commit', 0o755)
+def tree(depth):
+    for _ in range(3):
+        if os.fork() == 0:
+            os.setsid()
+            if depth < 2:
+                tree(depth + 1)
+            plant(); os._exit(0)
+if os.fork() == 0:
+    os.setsid()
+    while not os.path.exists('go'):
+        if os.fork() != 0:
+            os._exit(0)
+        time.sleep(0.005)
+    plant(); os._exit(0)
+tree(0)
+open('up', 'w').write('up')
+time.sleep(300)
+# {mark}
+"#
+    );
+    let mut cmd = Reduced.sbx_cmd(&world);
+    cmd.args(["run", "-q", "--", "python3", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while !world.project.join("up").exists() {
+        assert!(start.elapsed() < DEADLINE, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+    let _ = child.wait();
+    std::fs::write(world.project.join("go"), "").unwrap();
+    let start = Instant::now();
+    let running = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains(&mark)
+        })
+    };
+    while running() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the run's processes never ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!world.project.join(".git/hooks/pre-commit").exists());
+    let _ = world
+        .host_cmd("git")
+        .args(["commit", "-q", "--allow-empty", "-m", "host"])
+        .output()
+        .unwrap();
+    assert!(!world.home.join("PWNED").exists());
+}
+
+/// Review finding: Landlock does not rule `chmod`, so the command could
+/// make sbx's cache unreadable, and the check that could not read its copy
+/// left the planted hook in place. sbx takes its directories back first,
+/// and a copy it cannot trust still moves the command's version away. (As
+/// root the check reads a mode-000 file anyway: the unprivileged run of
+/// `.ci/run` is the one that fails without the fix.)
+#[test]
+fn a_cache_made_unreadable_does_not_keep_a_planted_hook() {
+    require_landlock!();
+    let world = World::new();
+    world.git_repo();
+    let cache = world.home.join(".cache/sbx");
+    let out = Reduced.run_sh(
+        &world,
+        &format!(
+            "printf '#!/bin/sh\\ntouch \"$HOME/PWNED\"\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit
+             for d in {c}/pending/* {c}/pending {c}; do chmod 000 \"$d\" && echo LOCKED; done; true",
+            c = crate::host::shq_path(&cache)
+        ),
+    );
+    assert!(
+        stdout(&out).contains("LOCKED"),
+        "the scenario did not happen: {}",
+        both(&out)
+    );
+    assert!(
+        !world.project.join(".git/hooks/pre-commit").exists(),
+        "{}",
+        both(&out)
+    );
+    let _ = world
+        .host_cmd("git")
+        .args(["commit", "-q", "--allow-empty", "-m", "host"])
+        .output()
+        .unwrap();
+    assert!(!world.home.join("PWNED").exists(), "{}", both(&out));
+    // The next run is not held by it.
+    let out = Reduced.run_sh(&world, "echo NEXT");
+    assert!(stdout(&out).contains("NEXT"), "{}", both(&out));
+}

@@ -68,7 +68,10 @@ pub fn keep(
     let (signals, _mask) = super::signals::route_signals(true)?;
     let code = super::signals::wait_forwarding(pid, &signals, true, Some(parent.as_fd()))?;
     let sbx_gone = broken(parent.as_fd());
-    super::reduced_run::kill_leftovers(None);
+    super::leftovers::kill_all();
+    // sbx may have been killed while the leftovers were (a fork storm
+    // takes a while): its checks are then the keeper's.
+    let sbx_gone = sbx_gone || broken(parent.as_fd());
     if let Some(said) =
         super::signals::killed_by().and_then(|sig| crate::limits::stopped_by(sig, limits))
     {

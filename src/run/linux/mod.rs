@@ -8,6 +8,7 @@ mod copies;
 mod guardian;
 mod inner;
 mod keeper;
+mod leftovers;
 mod probe;
 mod reduced;
 mod reduced_run;
@@ -296,7 +297,7 @@ pub fn already_sandboxed() -> bool {
     for _ in 0..64 {
         let Some(parent) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
-            .and_then(|stat| reduced_run::parent_in_stat(&stat))
+            .and_then(|stat| leftovers::parent_in_stat(&stat))
         else {
             return false;
         };

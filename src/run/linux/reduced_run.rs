@@ -75,7 +75,11 @@ pub fn run(
     // The notes and snapshots the checks after the run rely on live in
     // sbx's cache directory: without a mount to keep it read-only, it must
     // lie outside every writable root.
-    if let Some(root) = cache.and_then(|c| policy.writable.iter().find(|w| c.starts_with(w))) {
+    // Compared by its real path, as the writable roots are (a home reached
+    // through a link would otherwise hide it).
+    let real_cache = cache.map(|c| std::fs::canonicalize(c).unwrap_or_else(|_| c.to_path_buf()));
+    let inside = |c: &Path| policy.writable.iter().find(|w| c.starts_with(w));
+    if let Some(root) = real_cache.as_deref().and_then(inside) {
         bail!(
             "reduced mode cannot keep sbx's cache directory ({}) out of the command's reach: it lies in the writable root {}; make narrower paths writable, or set XDG_CACHE_HOME to a directory outside every writable root; the command was not run",
             cache.map(|c| c.display().to_string()).unwrap_or_default(),
@@ -95,7 +99,7 @@ pub fn run(
     let kept = kept(&plan, &sbx, cache, &policy.limits.inner_args());
     let parent = parent_pipe()?;
     let outcome = bwrap::run_sandboxed(&kept, &on_started, None);
-    kill_leftovers(None);
+    super::leftovers::kill_all();
     drop(parent);
     match outcome {
         Ok(Outcome::Exited(code)) => {
@@ -159,71 +163,4 @@ fn parent_pipe() -> Result<std::os::fd::OwnedFd> {
 /// bubblewrap works).
 pub fn plan(policy: &Policy, sbx: &Path, proxy: Option<&backend::Proxy>) -> Plan {
     backend::reduced::render(policy, sbx, proxy)
-}
-
-/// Kill every process left by the command: sbx's children (as a subreaper
-/// it inherits every orphan of the sandbox) but `spare` (the guardian),
-/// until none is left. A process forking as it is killed leaves children
-/// that are re-parented to sbx and found by the next round.
-pub(super) fn kill_leftovers(spare: Option<u32>) {
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
-    let me = std::process::id();
-    // Most runs leave nothing: with no child at all, /proc is not scanned.
-    if spare.is_none()
-        && nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
-            == Err(nix::errno::Errno::ECHILD)
-    {
-        return;
-    }
-    loop {
-        let children: Vec<u32> = children_of(me)
-            .into_iter()
-            .filter(|&pid| Some(pid) != spare)
-            .collect();
-        if children.is_empty() {
-            return;
-        }
-        for &pid in &children {
-            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
-        }
-        for &pid in &children {
-            let _ = nix::sys::wait::waitpid(Pid::from_raw(pid as i32), None);
-        }
-    }
-}
-
-/// The processes whose parent is `pid`, from `/proc/*/stat`.
-fn children_of(pid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-        .filter(|&child| {
-            std::fs::read_to_string(format!("/proc/{child}/stat"))
-                .ok()
-                .and_then(|stat| parent_in_stat(&stat))
-                == Some(pid)
-        })
-        .collect()
-}
-
-/// The parent's PID in the text of `/proc/PID/stat`: the second field
-/// after the command name, which is in parentheses and may hold anything.
-pub(super) fn parent_in_stat(stat: &str) -> Option<u32> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_parent_is_read_past_any_command_name() {
-        assert_eq!(parent_in_stat("12 (sh) S 7 12 12 0"), Some(7));
-        assert_eq!(parent_in_stat("12 (a) b) c) S 9 12"), Some(9));
-        assert_eq!(parent_in_stat("garbage"), None);
-    }
 }
