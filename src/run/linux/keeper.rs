@@ -68,7 +68,8 @@ pub fn keep(
     let (signals, _mask) = super::signals::route_signals(true)?;
     let code = super::signals::wait_forwarding(pid, &signals, true, Some(parent.as_fd()))?;
     let sbx_gone = broken(parent.as_fd());
-    super::leftovers::kill_all();
+    // The stage runs in sbx's group (the caller's): never stopped.
+    super::leftovers::kill_all(group.as_raw() as u32);
     // sbx may have been killed while the leftovers were (a fork storm
     // takes a while): its checks are then the keeper's.
     let sbx_gone = sbx_gone || broken(parent.as_fd());

@@ -4,20 +4,27 @@
 //!
 //! Killing them one generation at a time loses against a process that
 //! keeps forking (a fork storm, each child in a session of its own): its new
-//! children are born between the scan and the kill. So the whole tree is
-//! first frozen: every descendant gets SIGSTOP, again and again, until a scan
-//! finds none still running (a stopped process cannot fork, so each round
-//! can only meet those born during the one before). Then all of them get
-//! SIGKILL, and are reaped.
+//! children are born between the scan and the kill. So the tree is first
+//! frozen: every descendant that left sbx's process group gets SIGSTOP,
+//! again and again, until a scan finds none of them still running (a
+//! stopped process cannot fork, so each round can only meet those born
+//! during the one before). Then every descendant gets SIGKILL, round after
+//! round, and is reaped.
+//!
+//! Those still in sbx's own process group are never stopped: that group
+//! may hold the agent or shell that started sbx, and a group left with a
+//! stopped member when its last link to its session goes is sent SIGHUP by
+//! the kernel, every member of it. They are killed with the rest.
 
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 
-/// Kill every descendant of this process and reap them. A process stuck
-/// in the kernel (uninterruptible sleep) can outlast both phases: after a
-/// minute it is left, and the caller goes on to the checks.
-pub fn kill_all() {
+/// Kill every descendant of this process and reap them; none in process
+/// group `spared` is ever stopped (see above). A process stuck in the kernel
+/// (uninterruptible sleep) can outlast both phases: after a minute it is
+/// left, and the caller goes on to the checks.
+pub fn kill_all(spared: u32) {
     use std::time::{Duration, Instant};
     // Most runs leave nothing: with no child at all, /proc is not scanned.
     if waitpid(None, Some(WaitPidFlag::WNOHANG)) == Err(nix::errno::Errno::ECHILD) {
@@ -27,7 +34,10 @@ pub fn kill_all() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let pause = || std::thread::sleep(Duration::from_millis(1));
     while Instant::now() < deadline {
-        let tree = descendants(me, &processes());
+        let tree: Vec<Proc> = descendants(me, &processes())
+            .into_iter()
+            .filter(|p| p.group != spared)
+            .collect();
         if tree.iter().all(|p| !p.running) {
             break;
         }
@@ -63,6 +73,8 @@ fn reap_ended() {
 struct Proc {
     pid: u32,
     parent: u32,
+    /// Its process group.
+    group: u32,
     /// Neither stopped nor a zombie: it may still fork.
     running: bool,
 }
@@ -87,9 +99,11 @@ fn parse_stat(pid: u32, stat: &str) -> Option<Proc> {
     let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
     let state = rest.next()?;
     let parent = rest.next()?.parse().ok()?;
+    let group = rest.next()?.parse().ok()?;
     Some(Proc {
         pid,
         parent,
+        group,
         running: !matches!(state, "T" | "t" | "Z" | "X"),
     })
 }
@@ -123,6 +137,7 @@ mod tests {
         assert_eq!(parent_in_stat("12 (sh) S 7 12 12 0"), Some(7));
         assert_eq!(parent_in_stat("12 (a) b) c) S 9 12"), Some(9));
         assert_eq!(parent_in_stat("garbage"), None);
+        assert_eq!(parse_stat(12, "12 (sh) S 7 5 12 0").unwrap().group, 5);
         assert!(!parse_stat(3, "3 (x) T 1 3").unwrap().running);
         assert!(!parse_stat(3, "3 (x) Z 1 3").unwrap().running);
         assert!(parse_stat(3, "3 (x) R 1 3").unwrap().running);
@@ -133,6 +148,7 @@ mod tests {
         let p = |pid, parent| Proc {
             pid,
             parent,
+            group: 1,
             running: true,
         };
         let all = [p(10, 1), p(11, 10), p(12, 11), p(13, 1), p(14, 12)];

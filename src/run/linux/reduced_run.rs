@@ -99,7 +99,8 @@ pub fn run(
     let kept = kept(&plan, &sbx, cache, &policy.limits.inner_args());
     let parent = parent_pipe()?;
     let outcome = bwrap::run_sandboxed(&kept, &on_started, None);
-    super::leftovers::kill_all();
+    // sbx's own group holds its caller: never stopped.
+    super::leftovers::kill_all(nix::unistd::getpgrp().as_raw() as u32);
     drop(parent);
     match outcome {
         Ok(Outcome::Exited(code)) => {
