@@ -88,10 +88,21 @@ fn check_after_walk(
     if !check_new_modules(before, &after.git_entries, &new, warn) {
         clean = false;
     }
-    // A bare repository the command made: git runs its hooks for whoever
-    // pushes there, its config for whoever runs git inside.
-    // (Not one sbx has just moved aside: `NAME.sbx-blocked` is its own
-    // quarantine, said as such.)
+    check_new_bare_and_unreadable(before, after, warn) && clean
+}
+
+/// A bare repository the command made (git runs its hooks for whoever
+/// pushes there, its config for whoever runs git inside), and a directory
+/// made unreadable during the run (a repository could sit in it, reachable
+/// by a path git knows: a gitlink). False when something is left to review.
+fn check_new_bare_and_unreadable(
+    before: &Repositories,
+    after: &crate::envscan::Found,
+    warn: &dyn Fn(&str),
+) -> bool {
+    let mut clean = true;
+    // Not one sbx has just moved aside: `NAME.sbx-blocked` is its own
+    // quarantine, said as such.
     let quarantined = |p: &Path| {
         p.file_name()
             .is_some_and(|n| n.to_string_lossy().ends_with(".sbx-blocked"))
@@ -105,8 +116,6 @@ fn check_after_walk(
             clean = false;
         }
     }
-    // A directory made unreadable during the run cannot be searched: a
-    // repository could sit in it, reachable by a path git knows (a gitlink).
     for dir in after
         .unreadable
         .iter()

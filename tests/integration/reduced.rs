@@ -464,32 +464,7 @@ fn a_leftover_dies_when_sbx_is_killed_with_its_group() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
-    let mut child = cmd.spawn().unwrap();
-    let start = Instant::now();
-    while !world.project.join("up").exists() {
-        assert!(start.elapsed() < DEADLINE, "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let group = format!("-{}", child.id());
-    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-    let _ = child.wait();
-    // Let a survivor go ahead, then wait for every process of the run to
-    // be gone: a survivor would have written its files by then.
-    std::fs::write(world.project.join("go"), "").unwrap();
-    let start = Instant::now();
-    let running = || {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            String::from_utf8_lossy(&cmdline).contains(&mark)
-        })
-    };
-    while running() {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "the run's processes never ended"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    killed_with_its_group_then_let_go(&world, cmd, &mark);
     assert!(!world.project.join("late").exists());
     assert!(!world.project.join(".git/hooks/pre-commit").exists());
 }
@@ -605,30 +580,7 @@ time.sleep(300)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
-    let mut child = cmd.spawn().unwrap();
-    let start = Instant::now();
-    while !world.project.join("up").exists() {
-        assert!(start.elapsed() < DEADLINE, "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let group = format!("-{}", child.id());
-    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-    let _ = child.wait();
-    std::fs::write(world.project.join("go"), "").unwrap();
-    let start = Instant::now();
-    let running = || {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            String::from_utf8_lossy(&cmdline).contains(&mark)
-        })
-    };
-    while running() {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "the run's processes never ended"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    killed_with_its_group_then_let_go(&world, cmd, &mark);
     assert!(!world.project.join(".git/hooks/pre-commit").exists());
     let _ = world
         .host_cmd("git")
@@ -677,4 +629,36 @@ fn a_cache_made_unreadable_does_not_keep_a_planted_hook() {
     // The next run is not held by it.
     let out = Reduced.run_sh(&world, "echo NEXT");
     assert!(stdout(&out).contains("NEXT"), "{}", both(&out));
+}
+
+/// Start `cmd` (sbx, in a process group of its own), wait until its command
+/// has written `up`, SIGKILL the whole group (an agent's timeout), write
+/// `go` (what a survivor waits for before planting), and wait until no
+/// process carrying `mark` in its command line is left: a survivor would
+/// have planted by then.
+fn killed_with_its_group_then_let_go(world: &World, mut cmd: Command, mark: &str) {
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while !world.project.join("up").exists() {
+        assert!(start.elapsed() < DEADLINE, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+    let _ = child.wait();
+    std::fs::write(world.project.join("go"), "").unwrap();
+    let start = Instant::now();
+    let running = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains(mark)
+        })
+    };
+    while running() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the run's processes never ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -47,45 +47,12 @@ pub fn run(
     if policy.require == Require::Full {
         bail!("cannot run the full sandbox: {why}{fix}; refusing reduced mode because `require = true` (set require = \"reduced\" to accept Landlock and seccomp here); the command was not run");
     }
-    let proxy = match &policy.network {
-        Network::Allowlist(rules) if landlock.network() => {
-            Some(super::super::allowlist::start_proxy(
-                rules,
-                host,
-                true,
-                &policy.writable,
-                policy.banner != crate::config::BannerMode::Never,
-            )?)
-        }
-        _ => None,
-    };
+    let cache = host.cache_dir.as_deref();
+    cache_out_of_reach(policy, cache)?;
+    let proxy = start_proxy(policy, host, landlock)?;
     let sbx = std::env::current_exe().context("finding sbx")?;
     let plan = backend::reduced::render(policy, &sbx, proxy.as_ref().map(|p| &p.proxy));
-    let unenforced = backend::reduced::unenforced(policy, landlock);
-    banner::warn(
-        style,
-        &format!(
-            "reduced mode ({why}): Landlock ABI {}{} and seccomp; not enforced here: {}",
-            landlock.abi,
-            if landlock.abi >= 6 { " or later" } else { "" },
-            unenforced.join("; ")
-        ),
-    );
-    let cache = host.cache_dir.as_deref();
-    // The notes and snapshots the checks after the run rely on live in
-    // sbx's cache directory: without a mount to keep it read-only, it must
-    // lie outside every writable root.
-    // Compared by its real path, as the writable roots are (a home reached
-    // through a link would otherwise hide it).
-    let real_cache = cache.map(|c| std::fs::canonicalize(c).unwrap_or_else(|_| c.to_path_buf()));
-    let inside = |c: &Path| policy.writable.iter().find(|w| c.starts_with(w));
-    if let Some(root) = real_cache.as_deref().and_then(inside) {
-        bail!(
-            "reduced mode cannot keep sbx's cache directory ({}) out of the command's reach: it lies in the writable root {}; make narrower paths writable, or set XDG_CACHE_HOME to a directory outside every writable root; the command was not run",
-            cache.map(|c| c.display().to_string()).unwrap_or_default(),
-            root.display()
-        );
-    }
+    say_what_is_not_enforced(policy, style, why, landlock);
     let checks = Checks::record(policy, cache, None, true)?;
     let show_banner = banner::wanted(policy.banner, shell_command);
     let on_started = || {
@@ -120,6 +87,66 @@ pub fn run(
             Err(e)
         }
     }
+}
+
+/// The notes and snapshots the checks after the run rely on live in sbx's
+/// cache directory: without a mount to keep it read-only, it must lie
+/// outside every writable root. Compared by its real path, as the writable
+/// roots are (a home reached through a link would otherwise hide it).
+fn cache_out_of_reach(policy: &Policy, cache: Option<&Path>) -> Result<()> {
+    let Some(cache) = cache else {
+        return Ok(());
+    };
+    let real = std::fs::canonicalize(cache).unwrap_or_else(|_| cache.to_path_buf());
+    if let Some(root) = policy.writable.iter().find(|w| real.starts_with(w)) {
+        bail!(
+            "reduced mode cannot keep sbx's cache directory ({}) out of the command's reach: it lies in the writable root {}; make narrower paths writable, or set XDG_CACHE_HOME to a directory outside every writable root; the command was not run",
+            cache.display(),
+            root.display()
+        );
+    }
+    Ok(())
+}
+
+/// The allowlist proxy, on a loopback port, where Landlock can confine
+/// the command to that port (ABI 4); without it the allowlist is denied.
+fn start_proxy(
+    policy: &Policy,
+    host: &Host,
+    landlock: backend::reduced::Landlock,
+) -> Result<Option<super::super::allowlist::RunningProxy>> {
+    match &policy.network {
+        Network::Allowlist(rules) if landlock.network() => {
+            Ok(Some(super::super::allowlist::start_proxy(
+                rules,
+                host,
+                true,
+                &policy.writable,
+                policy.banner != crate::config::BannerMode::Never,
+            )?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Say, on every run, that this is reduced mode, why, and what it does not
+/// enforce here.
+fn say_what_is_not_enforced(
+    policy: &Policy,
+    style: Style,
+    why: &str,
+    landlock: backend::reduced::Landlock,
+) {
+    let unenforced = backend::reduced::unenforced(policy, landlock);
+    banner::warn(
+        style,
+        &format!(
+            "reduced mode ({why}): Landlock ABI {}{} and seccomp; not enforced here: {}",
+            landlock.abi,
+            if landlock.scopes() { " or later" } else { "" },
+            unenforced.join("; ")
+        ),
+    );
 }
 
 /// The descriptor on which the keeper inherits the pipe from sbx.
