@@ -377,6 +377,7 @@ fn watch_list(policy: &Policy) -> Vec<(PathBuf, Option<Identity>)> {
 mod tests {
     use super::*;
     use crate::integrity::gitconfig::TRUSTED_GIT;
+    use crate::integrity::test_support::{git_config, repositories_of};
     use crate::policy::{Kind, Platform};
     use std::cell::RefCell;
 
@@ -446,17 +447,6 @@ mod tests {
             .flatten()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect()
-    }
-
-    fn git_config(file: &Path, key: &str, value: &str) {
-        let ok = std::process::Command::new(TRUSTED_GIT)
-            .args(["config", "--file"])
-            .arg(file)
-            .args([key, value])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
     }
 
     fn has_git() -> bool {
@@ -672,19 +662,6 @@ mod tests {
         // Only the config's own logic acted on it: no copy of it was put back.
         assert!(!said.iter().any(|t| t.contains("was put back")), "{said:?}");
         assert!(pending(&cache).is_empty());
-    }
-
-    /// The repositories under `root` as policy resolution records them.
-    fn repositories_of(root: &Path) -> Repositories {
-        let found = crate::envscan::walk(root, None);
-        Repositories {
-            scan_root: root.to_path_buf(),
-            modules: crate::policy::module_dirs(&found.git_entries),
-            indexes: Repositories::index_identities(&found.git_entries),
-            git_entries: found.git_entries,
-            unreadable: found.unreadable,
-            bare: found.bare,
-        }
     }
 
     /// The command of the finding: `.git` copied to /tmp with a setting

@@ -141,6 +141,8 @@ mod snapshot;
 mod snapshot_configs;
 #[cfg(target_os = "linux")]
 mod sweep;
+#[cfg(all(test, target_os = "linux"))]
+mod test_support;
 
 #[cfg(target_os = "linux")]
 pub use checks::Checks;

@@ -358,22 +358,10 @@ fn made_by_git(dot_git: &Path, gits: &[PathBuf]) -> bool {
 mod tests {
     use super::*;
     use crate::integrity::gitconfig::TRUSTED_GIT;
+    use crate::integrity::test_support::repositories_of as record;
     use std::cell::RefCell;
 
     const BASE: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n";
-
-    /// The repositories under `root` as policy resolution records them.
-    fn record(root: &Path) -> Repositories {
-        let found = crate::envscan::walk(root, None);
-        Repositories {
-            scan_root: root.to_path_buf(),
-            modules: crate::policy::module_dirs(&found.git_entries),
-            indexes: Repositories::index_identities(&found.git_entries),
-            git_entries: found.git_entries,
-            unreadable: found.unreadable,
-            bare: found.bare,
-        }
-    }
 
     fn check(before: &Repositories, rebuilt: &[(PathBuf, EntryId)]) -> (bool, Vec<String>) {
         let said = RefCell::new(Vec::new());

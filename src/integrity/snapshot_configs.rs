@@ -68,6 +68,39 @@ pub fn settle(configs: &[GitConfigWatch], copies: &Path, warn: &dyn Fn(&str)) ->
 }
 
 fn settle_one(c: &GitConfigWatch, copies: &Path, warn: &dyn Fn(&str)) -> bool {
+    settle_with(c, warn, |dir, name, after, identity| {
+        if !replace(dir, name, c, identity, warn) {
+            return false;
+        }
+        if apply(c, &after, copies, warn) {
+            return true;
+        }
+        // Refused: what the command wrote (and any change made on the
+        // host meanwhile) is kept for the user to look at.
+        match keep(dir, name, &after) {
+            Ok(to) => warn(&format!(
+                "{}: the version the command left is kept at {} for review",
+                c.path.display(),
+                to.display()
+            )),
+            Err(e) => warn(&format!(
+                "{}: the version the command left could not be kept ({e})",
+                c.path.display()
+            )),
+        }
+        false
+    })
+}
+
+/// What both settlings do alike: nothing for an unchanged config; the one
+/// from before put back for a missing one; an odd one (a link, a FIFO)
+/// replaced. A changed one, in its real directory, is `changed`'s: with
+/// the content the command left and the identity it has now.
+fn settle_with(
+    c: &GitConfigWatch,
+    warn: &dyn Fn(&str),
+    changed: impl FnOnce(&RealDir, &OsStr, Vec<u8>, Option<&Identity>) -> bool,
+) -> bool {
     if matches!(look(&c.path, &c.before), Now::Unchanged) {
         return true;
     }
@@ -78,28 +111,7 @@ fn settle_one(c: &GitConfigWatch, copies: &Path, warn: &dyn Fn(&str)) -> bool {
         Now::Unchanged => true,
         Now::Gone => put_before(&dir, name, c, warn),
         Now::Odd(why) => replace_odd(&dir, name, c, why, warn),
-        Now::Changed(after, identity) => {
-            if !replace(&dir, name, c, identity.as_ref(), warn) {
-                return false;
-            }
-            if apply(c, &after, copies, warn) {
-                return true;
-            }
-            // Refused: what the command wrote (and any change made on the
-            // host meanwhile) is kept for the user to look at.
-            match keep(&dir, name, &after) {
-                Ok(to) => warn(&format!(
-                    "{}: the version the command left is kept at {} for review",
-                    c.path.display(),
-                    to.display()
-                )),
-                Err(e) => warn(&format!(
-                    "{}: the version the command left could not be kept ({e})",
-                    c.path.display()
-                )),
-            }
-            false
-        }
+        Now::Changed(after, identity) => changed(&dir, name, after, identity.as_ref()),
     }
 }
 
@@ -117,39 +129,28 @@ pub fn settle_killed(configs: &[GitConfigWatch], warn: &dyn Fn(&str)) -> bool {
 }
 
 fn settle_killed_one(c: &GitConfigWatch, warn: &dyn Fn(&str)) -> bool {
-    if matches!(look(&c.path, &c.before), Now::Unchanged) {
-        return true;
-    }
-    let Some((dir, name)) = open_parent(c, warn) else {
-        return false;
-    };
-    match look(&dir.entry(name), &c.before) {
-        Now::Unchanged => true,
-        Now::Gone => put_before(&dir, name, c, warn),
-        Now::Odd(why) => replace_odd(&dir, name, c, why, warn),
-        Now::Changed(after, identity) => {
-            // Kept first: if this sbx dies too, nothing is lost.
-            let to = match keep(&dir, name, &after) {
-                Ok(to) => to,
-                Err(e) => {
-                    warn(&format!(
-                        "the command of the earlier run changed {}, and the changed version could not be kept aside ({e}), so sbx did not touch it: review it before using git there",
-                        c.path.display()
-                    ));
-                    return false;
-                }
-            };
-            if !replace(&dir, name, c, identity.as_ref(), warn) {
+    settle_with(c, warn, |dir, name, after, identity| {
+        // Kept first: if this sbx dies too, nothing is lost.
+        let to = match keep(dir, name, &after) {
+            Ok(to) => to,
+            Err(e) => {
+                warn(&format!(
+                    "the command of the earlier run changed {}, and the changed version could not be kept aside ({e}), so sbx did not touch it: review it before using git there",
+                    c.path.display()
+                ));
                 return false;
             }
-            warn(&format!(
-                "the command of the earlier run changed {}; the one from before the run was put back, and the command's version, never applied, was moved to {} (review it, and make the changes you want yourself)",
-                c.path.display(),
-                to.display()
-            ));
-            true
+        };
+        if !replace(dir, name, c, identity, warn) {
+            return false;
         }
-    }
+        warn(&format!(
+            "the command of the earlier run changed {}; the one from before the run was put back, and the command's version, never applied, was moved to {} (review it, and make the changes you want yourself)",
+            c.path.display(),
+            to.display()
+        ));
+        true
+    })
 }
 
 /// The real directory of a config, and its name there; said when it
@@ -316,6 +317,7 @@ fn apply(c: &GitConfigWatch, after: &[u8], copies: &Path, warn: &dyn Fn(&str)) -
 mod tests {
     use super::*;
     use crate::integrity::gitconfig::TRUSTED_GIT;
+    use crate::integrity::test_support::git_config;
     use std::cell::RefCell;
 
     const BASE: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n";
@@ -326,17 +328,6 @@ mod tests {
             identity: Identity::of(path),
             before: std::fs::read(path).unwrap(),
         }
-    }
-
-    fn git_config(file: &Path, key: &str, value: &str) {
-        let ok = std::process::Command::new(TRUSTED_GIT)
-            .args(["config", "--file"])
-            .arg(file)
-            .args([key, value])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
     }
 
     #[test]

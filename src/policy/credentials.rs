@@ -156,18 +156,22 @@ pub(super) fn other_repositories(
         // A git directory made writable (a linked worktree's main one) is
         // protected as a repository already; nothing to find inside.
         .filter(|w| !w.components().any(|c| c.as_os_str() == ".git"))
-        .map(|root| {
-            let found = crate::envscan::walk(root, cache);
-            Repositories {
-                scan_root: root.clone(),
-                modules: super::runs_later::module_dirs(&found.git_entries),
-                indexes: Repositories::index_identities(&found.git_entries),
-                git_entries: found.git_entries,
-                unreadable: found.unreadable,
-                bare: found.bare,
-            }
-        })
+        .map(|root| walked(root, cache))
         .collect()
+}
+
+/// The repositories under `root`, as a walk finds them (`cache`: sbx's
+/// cache directory, never walked).
+pub(crate) fn walked(root: &Path, cache: Option<&Path>) -> Repositories {
+    let found = crate::envscan::walk(root, cache);
+    Repositories {
+        scan_root: root.to_path_buf(),
+        modules: super::runs_later::module_dirs(&found.git_entries),
+        indexes: Repositories::index_identities(&found.git_entries),
+        git_entries: found.git_entries,
+        unreadable: found.unreadable,
+        bare: found.bare,
+    }
 }
 
 /// A directory every user may write in, sticky like `/tmp` (`/dev/shm`, a

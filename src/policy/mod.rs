@@ -39,6 +39,10 @@ mod settings;
 mod writable;
 
 pub use crate::integrity::identity::{GitConfigWatch, Identity, Repositories};
+/// The repositories of a tree as resolution records them (for the tests
+/// of the checks that compare against them).
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) use credentials::walked as walked_repositories;
 #[cfg(test)]
 pub use environment::{is_credential_env, is_credential_var};
 #[cfg(test)]
