@@ -111,20 +111,44 @@ fn killed_with_its_guardian_after_up(world: &World, script: &str, args: &[&str])
         .collect();
     assert_eq!(guardians.len(), 1, "the run's guardian: {guardians:?}");
     if util::contained() {
-        // Reduced mode's keeper is the command's parent: killing every
-        // process of the session kills the command with it (a keeper
-        // killed alone leaves the command running, which reduced mode
-        // names).
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let parent = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().nth(1));
-            if parent == Some(guardians[0].as_str()) {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let _ = Command::new("kill").args(["-KILL", &name]).status();
-            }
+        // Reduced mode's keeper is the command's parent, and sbx the
+        // keeper's: killing every process of the session kills the command
+        // too (a keeper killed alone leaves it running, which reduced mode
+        // names). sbx and the keeper are stopped first, so that neither
+        // sees the command end and makes the checks this test leaves to
+        // the next run.
+        let parent_of = |pid: &str| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+                .map(str::to_string)
+        };
+        let keeper = guardians[0].as_str();
+        let sbx = parent_of(keeper).unwrap_or_default();
+        let _ = Command::new("kill").args(["-STOP", keeper, &sbx]).status();
+        // Every descendant of the keeper, at any depth.
+        let all: Vec<(String, Option<String>)> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .map(|pid| {
+                let parent = parent_of(&pid);
+                (pid, parent)
+            })
+            .collect();
+        let mut tree = vec![keeper.to_string()];
+        let mut i = 0;
+        while i < tree.len() {
+            let parent = tree[i].clone();
+            tree.extend(
+                all.iter()
+                    .filter(|(_, p)| p.as_deref() == Some(parent.as_str()))
+                    .map(|(pid, _)| pid.clone()),
+            );
+            i += 1;
         }
+        let _ = Command::new("kill").arg("-KILL").args(&tree[1..]).status();
+        let _ = Command::new("kill").args(["-KILL", &sbx]).status();
     }
     let _ = Command::new("kill").args(["-KILL", &guardians[0]]).status();
     let _ = Command::new("kill")
