@@ -80,9 +80,15 @@ fn killed_after_up(world: &World, script: &str, args: &[&str]) -> Child {
 /// `sbx run -- sh -c SCRIPT sh ARGS...`, output discarded, once its
 /// command has written `up`.
 fn started_and_up(world: &World, script: &str, args: &[&str]) -> Child {
+    use std::os::unix::process::CommandExt;
     let mut cmd = world.sbx_std();
     sh_in(&mut cmd, &[], script, args);
+    // In a process group of its own, as an agent's job is: the test stops
+    // sbx below, and a stopped process in the test runner's group, were
+    // that group orphaned (a CI runner started under `setsid`), would make
+    // the kernel hang up the whole runner when the command dies.
     let child = cmd
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
