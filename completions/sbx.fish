@@ -55,7 +55,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand run" -l project -d 'Use DIR as t
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-open-files -d 'At most N open files per process' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-file-size -d 'No file written larger than SIZE (bytes, or with K, M, G, T)' -r
-complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-memory -d 'At most SIZE of memory (not enforced yet: reported as such)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l max-memory -d 'At most SIZE of memory for all the command\'s processes (a cgroup of the run\'s own, where the machine allows one; said where it does not)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l cpu-time -d 'At most SECS seconds of CPU time per process' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l read-only -d 'No writes at all; reads limited to the project and system paths'
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l unsandboxed -d 'Run this one command without the sandbox, after an interactive yes on the terminal'
@@ -78,7 +78,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand profile" -l project -d 'Use DIR 
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-open-files -d 'At most N open files per process' -r
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-file-size -d 'No file written larger than SIZE (bytes, or with K, M, G, T)' -r
-complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-memory -d 'At most SIZE of memory (not enforced yet: reported as such)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l max-memory -d 'At most SIZE of memory for all the command\'s processes (a cgroup of the run\'s own, where the machine allows one; said where it does not)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l cpu-time -d 'At most SECS seconds of CPU time per process' -r
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l platform -d 'The platform to render for (default: this host)' -r -f -a "linux\t''
 macos\t''"
@@ -106,7 +106,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand check" -l project -d 'Use DIR as
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-processes -d 'At most N processes in the sandbox (default 4096)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-open-files -d 'At most N open files per process' -r
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-file-size -d 'No file written larger than SIZE (bytes, or with K, M, G, T)' -r
-complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-memory -d 'At most SIZE of memory (not enforced yet: reported as such)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l max-memory -d 'At most SIZE of memory for all the command\'s processes (a cgroup of the run\'s own, where the machine allows one; said where it does not)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l cpu-time -d 'At most SECS seconds of CPU time per process' -r
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l format -d 'Output format' -r -f -a "text\t''
 json\t''"

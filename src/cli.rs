@@ -145,7 +145,8 @@ pub struct PolicyArgs {
     /// No file written larger than SIZE (bytes, or with K, M, G, T).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_file_size: Option<u64>,
-    /// At most SIZE of memory (not enforced yet: reported as such).
+    /// At most SIZE of memory for all the command's processes (a cgroup of
+    /// the run's own, where the machine allows one; said where it does not).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
     /// At most SECS seconds of CPU time per process.

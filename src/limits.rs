@@ -138,8 +138,14 @@ pub struct Status {
 
 impl Limits {
     /// What each limit that is set amounts to on this machine, for a
-    /// sandbox run as `euid` on `platform_linux`.
-    pub fn status(&self, linux: bool, root: bool) -> Vec<Status> {
+    /// sandbox run on Linux (`linux`) by root (`root`), where a memory cap
+    /// is enforced as `memory` says (how, or why not).
+    pub fn status(
+        &self,
+        linux: bool,
+        root: bool,
+        memory: Result<&'static str, &'static str>,
+    ) -> Vec<Status> {
         let rlimit = |why_not_root: Option<&'static str>| {
             if !linux {
                 Err("sbx sets no limits on macOS yet")
@@ -185,7 +191,7 @@ impl Limits {
             out.push(Status {
                 key: "max_memory",
                 value: Size(n).to_string(),
-                how: Err("it needs a cgroup, which sbx does not manage yet"),
+                how: memory,
             });
         }
         out
@@ -194,7 +200,12 @@ impl Limits {
     /// What each limit that is set amounts to for a run of `policy` on this
     /// host.
     pub fn status_here(&self, platform_linux: bool) -> Vec<Status> {
-        self.status(platform_linux, nix::unistd::geteuid().is_root())
+        // Looked for only when asked for: it reads the cgroup files.
+        let memory = match self.memory {
+            Some(_) if platform_linux => crate::run::memory_cap(),
+            _ => Err("sbx sets no limits on macOS yet"),
+        };
+        self.status(platform_linux, nix::unistd::geteuid().is_root(), memory)
     }
 
     /// One warning per limit the user asked for (`asked` says which keys a
@@ -281,10 +292,16 @@ pub fn stopped_by(signal: i32, args: &[String]) -> Option<String> {
         "file-size" => value.parse().map(|n| Size(n).to_string()).ok()?,
         _ => format!("{value} s"),
     };
-    Some(format!(
+    Some(stopped_message(key, &shown))
+}
+
+/// What sbx says when the limit `key` (set to `shown`) stopped the command.
+#[cfg(target_os = "linux")]
+pub fn stopped_message(key: &str, shown: &str) -> String {
+    format!(
         "the command was stopped by the {key} limit ({shown}); raise it with --{} or `{key}` in your config",
         key.replace('_', "-")
-    ))
+    )
 }
 
 #[cfg(test)]
@@ -342,12 +359,14 @@ mod tests {
             memory: Some(1 << 30),
             ..Limits::default()
         };
-        let user = limits.status(true, false);
+        let user = limits.status(true, false, Err("no cgroup"));
         assert!(user[0].how.is_ok());
-        assert!(user[1].how.is_err(), "memory: {user:?}");
-        let root = limits.status(true, true);
+        assert_eq!(user[1].how, Err("no cgroup"), "memory: {user:?}");
+        let delegated = limits.status(true, false, Ok("a cgroup"));
+        assert_eq!(delegated[1].how, Ok("a cgroup"));
+        let root = limits.status(true, true, Ok("a cgroup"));
         assert!(root[0].how.is_err(), "processes as root: {root:?}");
-        let mac = limits.status(false, false);
+        let mac = limits.status(false, false, Err("macOS"));
         assert!(mac.iter().all(|s| s.how.is_err()));
     }
 }

@@ -266,8 +266,11 @@ past it stops the command, and sbx says which limit did.",
         ty: Type::Size,
         default: None,
         default_text: "not limited by sbx",
-        meaning: "How much memory the command may use. Not enforced yet (it needs a cgroup): when it \
-is set, every run and `sbx check` say so.",
+        meaning: "How much memory the command may use, in all its processes together (no swap where \
+the kernel counts it). Enforced on Linux by a cgroup of the run's own, where the machine lets the \
+user make one (root, or a delegated cgroup such as a systemd user session's); past it, the kernel \
+kills the largest process and sbx says so. Where it cannot be enforced, every run and `sbx check` \
+say so.",
         project: "may set or lower it, never raise it.",
         example: "\"8G\"",
     },

@@ -140,6 +140,11 @@ fn with_darwin_tmpdir(mut env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsSt
     env
 }
 
+/// `max_memory` has no mechanism on macOS.
+pub fn memory_cap() -> Result<&'static str, &'static str> {
+    Err("sbx sets no limits on macOS yet")
+}
+
 /// Why the probe's sandbox did not start: what sandbox-exec said (never a
 /// reason to try another sandbox: macOS has one).
 pub fn probe_not_started(_plan: &Plan, stderr: &str) -> (String, bool) {

@@ -17,7 +17,8 @@
 //! - [`recover_killed_runs`]: the checks a killed earlier run left undone;
 //! - [`config_copies`]: where a run's private git config copies go;
 //! - [`host_env`]: the environment as the policy sees it;
-//! - [`probe_not_started`]: why the sandbox of `sbx check` did not start.
+//! - [`probe_not_started`]: why the sandbox of `sbx check` did not start;
+//! - [`memory_cap`]: how `max_memory` is enforced here, or why it is not.
 //!
 //! On Linux (`linux`) sbx is the parent of bubblewrap, PID 1 of the
 //! sandbox is sbx's inner stage, signals go through a signalfd, and the
@@ -52,7 +53,7 @@ use crate::banner::{self, Style};
 use crate::policy::Policy;
 
 pub use platform::{
-    already_sandboxed, config_copies, filter, guard, host_env, inner, keep, landlock,
+    already_sandboxed, config_copies, filter, guard, host_env, inner, keep, landlock, memory_cap,
     probe_not_started, recover_killed_runs, reduced_plan, reduced_stage, run_plan, run_reduced,
 };
 

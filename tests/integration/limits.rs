@@ -2,6 +2,7 @@
 //! (the file's size, the processes the user holds), says so, and a project
 //! file can lower a limit but not raise one.
 
+use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -233,25 +234,132 @@ fn a_project_file_can_lower_a_limit_and_cannot_raise_one() {
     );
 }
 
-#[test]
-fn max_memory_is_reported_as_not_enforced() {
-    require_sandbox!();
-    let world = World::new();
-    let out = sbx(&world, &["run", "--max-memory", "1G", "--", "true"]);
-    assert!(out.status.success(), "{}", both(&out));
+/// Where this host lets the test's user make a memory cgroup beside or
+/// under its own, found by trying (not by sbx's code): the directory run
+/// cgroups go in. None where the cgroup is not the user's to write.
+pub fn memory_cgroup_here() -> Option<PathBuf> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let v1 = cgroups.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then_some(path)
+    });
+    let parent = match v1 {
+        Some(path) => Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/')),
+        None => {
+            let path = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
+            let own = Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+            let controllers = std::fs::read_to_string(own.join("cgroup.controllers")).ok()?;
+            if !controllers.split_whitespace().any(|c| c == "memory") {
+                return None;
+            }
+            own.parent()?.to_path_buf()
+        }
+    };
+    let probe = parent.join(format!("sbx-test-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).ok()?;
+    let limit = if v1.is_some() {
+        "memory.limit_in_bytes"
+    } else {
+        "memory.max"
+    };
+    let settable = std::fs::write(probe.join(limit), "67108864").is_ok();
+    std::fs::remove_dir(&probe).ok()?;
+    settable.then_some(parent)
+}
+
+/// `max_memory` where this host allows it: an allocation loop is killed
+/// before it can finish (the file it writes after the loop never appears),
+/// sbx says which limit stopped it, a run under its limit is not touched,
+/// and no run's cgroup is left behind. Where the host does not allow it:
+/// said on every run and by `sbx check`, and the command runs. `run` starts
+/// sbx with the arguments given (`run ...`, `check ...`). `contained`:
+/// sbx runs in the container-like place, whose cgroup file system is
+/// read-only.
+pub fn max_memory_holds_or_is_named(
+    world: &World,
+    contained: bool,
+    run: &dyn Fn(&[&str]) -> std::process::Child,
+) {
+    let alloc = |mib: u32, mark: &str| {
+        format!(
+            "a = []\nfor _ in range({}):\n    a.append(b'x' * (8 << 20))\nopen('{mark}', 'w').close()\n",
+            mib / 8
+        )
+    };
+    let big = alloc(512, "big-done");
+    let child = run(&["run", "--max-memory", "64M", "--", "python3", "-c", &big]);
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let Some(place) = memory_cgroup_here().filter(|_| !contained) else {
+        assert!(
+            stderr(&out).contains("max_memory = 64M is NOT enforced"),
+            "{}",
+            both(&out)
+        );
+        assert!(world.project.join("big-done").exists(), "{}", both(&out));
+        let check = run(&["check", "--max-memory", "1G"])
+            .wait_with_output()
+            .unwrap();
+        assert!(
+            stdout(&check)
+                .lines()
+                .any(|l| l.starts_with("limit:    max_memory 1G: NOT enforced")),
+            "{}",
+            both(&check)
+        );
+        return;
+    };
+    assert!(!world.project.join("big-done").exists(), "{}", both(&out));
+    assert_eq!(out.status.code(), Some(128 + 9), "{}", both(&out));
     assert!(
-        stderr(&out).contains("max_memory = 1G is NOT enforced"),
+        stderr(&out).contains("stopped by the max_memory limit (64M)"),
         "{}",
         both(&out)
     );
-    let check = sbx(&world, &["check", "--max-memory", "1G"]);
+    assert!(!stderr(&out).contains("NOT enforced"), "{}", both(&out));
+    // Another run's allowance is its own: 32 MiB under 256M go through.
+    let small = alloc(32, "small-done");
+    let second = run(&["run", "--max-memory", "256M", "--", "python3", "-c", &small]);
+    let out2 = second.wait_with_output().unwrap();
+    assert!(out2.status.success(), "{}", both(&out2));
+    assert!(world.project.join("small-done").exists(), "{}", both(&out2));
+    assert!(!stderr(&out2).contains("max_memory"), "{}", both(&out2));
+    // The first run's cgroup is gone: removed by it, or else by the second.
+    assert!(
+        !place.join(format!("sbx-run-{pid}-0")).exists(),
+        "left behind in {}",
+        place.display()
+    );
+    let check = run(&["check", "--max-memory", "1G"])
+        .wait_with_output()
+        .unwrap();
     assert!(
         stdout(&check)
             .lines()
-            .any(|l| l.starts_with("limit:    max_memory 1G: NOT enforced")),
+            .any(|l| l.starts_with("limit:    max_memory 1G: enforced (a cgroup of the run's own")),
         "{}",
         both(&check)
     );
+}
+
+#[test]
+fn max_memory_stops_an_allocation_loop_or_is_named() {
+    require_sandbox!();
+    let world = World::new();
+    max_memory_holds_or_is_named(&world, util::contained(), &|args| {
+        world
+            .sbx_std()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    });
     // Bad values are refused before anything runs.
     let bad = sbx(&world, &["run", "--max-memory", "lots", "--", "true"]);
     assert_eq!(bad.status.code(), Some(125), "{}", both(&bad));

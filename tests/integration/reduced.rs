@@ -662,3 +662,36 @@ fn killed_with_its_group_then_let_go(world: &World, mut cmd: Command, mark: &str
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Whether a runner starts sbx in the container-like place.
+trait Place {
+    fn contained(&self) -> bool;
+}
+
+impl Place for Reduced {
+    fn contained(&self) -> bool {
+        util::contained()
+    }
+}
+
+impl Place for Contained {
+    fn contained(&self) -> bool {
+        true
+    }
+}
+
+/// `max_memory` in reduced mode: the keeper and the stage are born in the
+/// run's cgroup, as bubblewrap is in full mode.
+fn max_memory_holds<R: Runner + Place>(r: &R) {
+    let world = World::new();
+    crate::limits::max_memory_holds_or_is_named(&world, r.contained(), &|args| {
+        r.sbx_cmd(&world)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    });
+}
+both_ways!(max_memory_is_enforced_or_named, max_memory_holds);

@@ -28,6 +28,16 @@ pub enum Outcome {
     NoCopies(String),
 }
 
+/// What a run starts with, besides its plan.
+pub struct Start<'a> {
+    /// Called as soon as the sandbox is up (the banner).
+    pub on_started: &'a dyn Fn(),
+    /// The run's guardian (full mode), if one could be started.
+    pub guardian: Option<&'a super::guardian::Guardian>,
+    /// The run's own cgroup (`max_memory`), where the sandbox is born.
+    pub group: Option<&'a super::cgroup::RunGroup>,
+}
+
 /// Run the plan as a child of sbx and wait for it, forwarding signals.
 ///
 /// The inner stage writes a byte on the plan's ready descriptor once the
@@ -37,21 +47,22 @@ pub enum Outcome {
 ///
 /// The run's `guardian` learns the ready pipe before bubblewrap starts:
 /// every process of the sandbox that is not the command holds it.
-pub fn run_sandboxed(
-    plan: &Plan,
-    on_started: &dyn Fn(),
-    guardian: Option<&super::guardian::Guardian>,
-) -> Result<Outcome> {
+pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
     let mut cmd = crate::exec::prepare(plan)?;
     let ready_fd = plan.ready_fd.context("the plan has no ready descriptor")?;
     let ready_r = ready_pipe(ready_fd)?;
-    if let Some(guardian) = guardian {
+    if let Some(guardian) = start.guardian {
         guardian.watch(&ready_r)?;
     }
 
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("cannot execute {}", plan.program.display()));
+    let child = match start.group {
+        Some(group) => group
+            .born_inside(|| cmd.spawn())
+            .context("entering the run's cgroup")
+            .and_then(|spawned| Ok(spawned?)),
+        None => cmd.spawn().map_err(anyhow::Error::from),
+    }
+    .with_context(|| format!("cannot execute {}", plan.program.display()));
     // Our copy of the write end must go, or the pipe never reports EOF.
     let _ = nix::unistd::close(ready_fd);
     let child = child?;
@@ -65,7 +76,7 @@ pub fn run_sandboxed(
         started: false,
         no_copies: None,
     };
-    let code = wait(pid, &signals, &mut ready, on_started)?;
+    let code = wait(pid, &signals, &mut ready, start.on_started)?;
     // The byte is written before the command starts, so once bubblewrap
     // has exited it is in the pipe if the sandbox ever came up: never decide
     // "not started" without this last look (a command that ran must never

@@ -4,6 +4,7 @@
 //! ([`probe`]); and the checks after the run are [`crate::integrity`]'s.
 
 mod bwrap;
+mod cgroup;
 mod copies;
 mod guardian;
 mod inner;
@@ -59,12 +60,19 @@ pub fn run_plan(
     // (after the checks); a run without a note has nothing to guard. One
     // that cannot start leaves a killed run's checks to the next run.
     let guardian = cache.and_then(|c| guardian::start(c).ok());
-    let mut outcome = bwrap::run_sandboxed(plan, &on_started, guardian.as_ref());
+    let group = memory_group(policy, style);
+    let start = bwrap::Start {
+        on_started: &on_started,
+        guardian: guardian.as_ref(),
+        group: group.as_ref(),
+    };
+    let mut outcome = bwrap::run_sandboxed(plan, &start);
     if let (Ok(Outcome::NoCopies(_)), Some(plain)) = (&outcome, &plan.without_copies) {
         // Nothing ran. The copies are left unused (removed after the run):
         // git configs stay read-only, as without them.
-        outcome = bwrap::run_sandboxed(plain, &on_started, guardian.as_ref());
+        outcome = bwrap::run_sandboxed(plain, &start);
     }
+    say_if_memory_stopped(policy, group);
     match outcome {
         Ok(Outcome::Exited(code)) => {
             // The checks come before the proxy's directory is removed: it
@@ -98,6 +106,46 @@ pub fn run_plan(
             Err(e)
         }
     }
+}
+
+/// The run's own cgroup, where `max_memory` is set and this machine lets
+/// sbx make one. Where it does not, sbx has said so before the run
+/// (`Limits::unenforced`); a cgroup that cannot be made after all is said
+/// now.
+fn memory_group(policy: &Policy, style: Style) -> Option<cgroup::RunGroup> {
+    let bytes = policy.limits.memory?;
+    let place = cgroup::place().ok()?;
+    cgroup::RunGroup::create(place, bytes)
+        .map_err(|e| {
+            banner::warn(
+                style,
+                &format!(
+                    "max_memory = {} is NOT enforced: the run's cgroup could not be made ({e})",
+                    crate::limits::Size(bytes)
+                ),
+            );
+        })
+        .ok()
+}
+
+/// Say so if the run's memory limit stopped the command (the kernel killed
+/// one of its processes for it), then remove the run's cgroup.
+fn say_if_memory_stopped(policy: &Policy, group: Option<cgroup::RunGroup>) {
+    if let (Some(group), Some(bytes)) = (group, policy.limits.memory) {
+        if group.limit_was_hit() {
+            let shown = crate::limits::Size(bytes).to_string();
+            eprintln!(
+                "sbx: {}",
+                crate::limits::stopped_message("max_memory", &shown)
+            );
+        }
+    }
+}
+
+/// How `max_memory` is enforced here (a cgroup of the run's own), or why it
+/// is not.
+pub fn memory_cap() -> Result<&'static str, &'static str> {
+    cgroup::place().map(|p| p.how())
 }
 
 /// Remove the private config copies of a plan that never ran its command.

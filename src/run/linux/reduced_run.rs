@@ -65,10 +65,17 @@ pub fn run(
     nix::sys::prctl::set_child_subreaper(true).context("becoming a child subreaper")?;
     let kept = kept(&plan, &sbx, cache, &policy.limits.inner_args());
     let parent = parent_pipe()?;
-    let outcome = bwrap::run_sandboxed(&kept, &on_started, None);
+    let group = super::memory_group(policy, style);
+    let start = bwrap::Start {
+        on_started: &on_started,
+        guardian: None,
+        group: group.as_ref(),
+    };
+    let outcome = bwrap::run_sandboxed(&kept, &start);
     // sbx's own group holds its caller: never stopped.
     super::leftovers::kill_all(nix::unistd::getpgrp().as_raw() as u32);
     drop(parent);
+    super::say_if_memory_stopped(policy, group);
     match outcome {
         Ok(Outcome::Exited(code)) => {
             let code = check_after(checks, style, code);
