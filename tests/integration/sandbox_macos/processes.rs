@@ -27,13 +27,18 @@ fn host_processes_cannot_be_signalled() {
              kill $O && echo OWN-KILL-OK"
         ),
     );
-    std::thread::sleep(Duration::from_millis(200));
-    let alive = victim.try_wait().unwrap().is_none();
-    let _ = victim.kill();
-    let _ = victim.wait();
-    assert!(
-        alive,
-        "a host process was killed from inside:\n{}",
+    // The victim is this test's child: killed from inside, it would stay a
+    // zombie with that signal until waited for. Ended here with a signal
+    // of its own, it reports which one ended it, with no wait for time.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGUSR1,
+    );
+    let ended = victim.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&ended),
+        Some(nix::libc::SIGUSR1),
+        "a host process was killed from inside ({ended:?}):\n{}",
         both(&out)
     );
     assert_no_line_starting(&out, "kill=0");
@@ -73,7 +78,8 @@ fn background_job_that_outlives_sbx_stays_sandboxed() {
     while !ok.exists() && start.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::thread::sleep(Duration::from_millis(300));
+    // The job tries `late-pwn` before it writes `late-ok.txt`: once the
+    // second is there, the first attempt is over.
     kill_all(&pids_with_args(&format!("sleep {duration}")));
     // Positive control: the job did run after sbx had exited.
     assert!(ok.exists(), "the background job never ran");
