@@ -146,24 +146,26 @@ impl Limits {
         root: bool,
         memory: Result<&'static str, &'static str>,
     ) -> Vec<Status> {
-        let rlimit = |why_not_root: Option<&'static str>| {
-            if !linux {
-                Err("sbx sets no limits on macOS yet")
-            } else if let (true, Some(why)) = (root, why_not_root) {
-                Err(why)
-            } else {
-                Ok("an rlimit set in the sandbox")
-            }
+        // macOS: set on sandbox-exec before it applies the profile, and
+        // inherited by the command.
+        let rlimit = |why_not_root: Option<&'static str>| match (root, why_not_root) {
+            (true, Some(why)) => Err(why),
+            _ if linux => Ok("an rlimit set in the sandbox"),
+            _ => Ok("an rlimit set for the command"),
         };
         let mut out = Vec::new();
         if let Some(n) = self.processes {
             out.push(Status {
                 key: "max_processes",
                 value: n.to_string(),
-                how: rlimit(Some(
-                    "the kernel does not count root's processes: run sbx as a user",
-                ))
-                .map(|_| "an rlimit counted in the sandbox's user namespace"),
+                how: if linux {
+                    rlimit(Some(
+                        "the kernel does not count root's processes: run sbx as a user",
+                    ))
+                    .map(|_| "an rlimit counted in the sandbox's user namespace")
+                } else {
+                    Err("macOS counts processes per user, not per sandbox: a cap would count all of yours, so sbx sets none there")
+                },
             });
         }
         if let Some(n) = self.open_files {
@@ -202,8 +204,8 @@ impl Limits {
     pub fn status_here(&self, platform_linux: bool) -> Vec<Status> {
         // Looked for only when asked for: it reads the cgroup files.
         let memory = match self.memory {
-            Some(_) if platform_linux => crate::run::memory_cap(),
-            _ => Err("sbx sets no limits on macOS yet"),
+            Some(_) => crate::run::memory_cap(),
+            None => Err("not asked for"),
         };
         self.status(platform_linux, nix::unistd::geteuid().is_root(), memory)
     }
@@ -224,30 +226,37 @@ impl Limits {
 
     /// The inner stage's arguments for the limits it applies.
     pub fn inner_args(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for (name, value) in [
+        self.values()
+            .into_iter()
+            .flat_map(|v| ["--limit".to_string(), v])
+            .collect()
+    }
+
+    /// The rlimits to set, as `NAME=VALUE` (what [`planned`] and
+    /// [`stopped_by`] read).
+    pub fn values(&self) -> Vec<String> {
+        [
             ("processes", self.processes),
             ("open-files", self.open_files),
             ("file-size", self.file_size),
             ("cpu-time", self.cpu_time),
-        ] {
-            if let Some(v) = value {
-                out.push("--limit".to_string());
-                out.push(format!("{name}={v}"));
-            }
-        }
-        out
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| format!("{name}={v}")))
+        .collect()
     }
 }
 
-/// Apply `--limit NAME=VALUE` arguments to this process (the inner stage,
-/// before it starts the command, which inherits them). Each is set soft and
-/// hard (CPU time's hard one second above), never above the hard limit
-/// already in force.
-#[cfg(target_os = "linux")]
-pub fn apply(args: &[String]) -> anyhow::Result<()> {
+/// One rlimit to set: the resource, its soft and its hard value.
+pub type Rlimit = (nix::sys::resource::Resource, u64, u64);
+
+/// The rlimits `NAME=VALUE` arguments ask for, each soft and hard (CPU
+/// time's hard one second above), never above the hard limit already in
+/// force (a process without privileges cannot raise it).
+pub fn planned(args: &[String]) -> anyhow::Result<Vec<Rlimit>> {
     use anyhow::{bail, Context};
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    use nix::sys::resource::{getrlimit, Resource};
+    let mut out = Vec::new();
     for arg in args {
         let Some((name, value)) = arg.split_once('=') else {
             bail!("--limit {arg}: expected NAME=VALUE");
@@ -256,7 +265,11 @@ pub fn apply(args: &[String]) -> anyhow::Result<()> {
             .parse()
             .with_context(|| format!("--limit {arg}: not a number"))?;
         let resource = match name {
+            #[cfg(target_os = "linux")]
             "processes" => Resource::RLIMIT_NPROC,
+            // Not set elsewhere (`Limits::status` says why).
+            #[cfg(not(target_os = "linux"))]
+            "processes" => continue,
             "open-files" => Resource::RLIMIT_NOFILE,
             "file-size" => Resource::RLIMIT_FSIZE,
             "cpu-time" => Resource::RLIMIT_CPU,
@@ -270,19 +283,39 @@ pub fn apply(args: &[String]) -> anyhow::Result<()> {
             Resource::RLIMIT_CPU => value.saturating_add(1),
             _ => value,
         };
-        let (soft, ceiling) = (value.min(hard), ceiling.min(hard));
-        setrlimit(resource, soft, ceiling).with_context(|| format!("setting the {name} limit"))?;
+        #[allow(unused_mut)]
+        let (mut soft, mut ceiling) = (value.min(hard), ceiling.min(hard));
+        // macOS refuses an open-file limit above OPEN_MAX (10240, in
+        // <sys/syslimits.h>) even when the hard limit is "unlimited": lower,
+        // never higher, than asked.
+        #[cfg(target_os = "macos")]
+        if resource == Resource::RLIMIT_NOFILE {
+            const OPEN_MAX: u64 = 10240;
+            (soft, ceiling) = (soft.min(OPEN_MAX), ceiling.min(OPEN_MAX));
+        }
+        out.push((resource, soft, ceiling));
+    }
+    Ok(out)
+}
+
+/// Apply `--limit NAME=VALUE` arguments to this process (the inner stage,
+/// before it starts the command, which inherits them).
+#[cfg(target_os = "linux")]
+pub fn apply(args: &[String]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    for (resource, soft, hard) in planned(args)? {
+        nix::sys::resource::setrlimit(resource, soft, hard)
+            .with_context(|| format!("setting the {resource:?} limit"))?;
     }
     Ok(())
 }
 
 /// What to say when the command was killed by `signal` while the limits
 /// `args` were set: the limit that stopped it, if any.
-#[cfg(target_os = "linux")]
 pub fn stopped_by(signal: i32, args: &[String]) -> Option<String> {
     let (name, key) = match signal {
-        25 => ("file-size", "max_file_size"),
-        24 => ("cpu-time", "cpu_time"),
+        nix::libc::SIGXFSZ => ("file-size", "max_file_size"),
+        nix::libc::SIGXCPU => ("cpu-time", "cpu_time"),
         _ => return None,
     };
     let value = args
@@ -296,7 +329,6 @@ pub fn stopped_by(signal: i32, args: &[String]) -> Option<String> {
 }
 
 /// What sbx says when the limit `key` (set to `shown`) stopped the command.
-#[cfg(target_os = "linux")]
 pub fn stopped_message(key: &str, shown: &str) -> String {
     format!(
         "the command was stopped by the {key} limit ({shown}); raise it with --{} or `{key}` in your config",
@@ -323,7 +355,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_os = "linux")]
     fn inner_args_and_what_stopped_the_command() {
         let limits = Limits {
             processes: Some(64),
@@ -367,6 +398,12 @@ mod tests {
         let root = limits.status(true, true, Ok("a cgroup"));
         assert!(root[0].how.is_err(), "processes as root: {root:?}");
         let mac = limits.status(false, false, Err("macOS"));
-        assert!(mac.iter().all(|s| s.how.is_err()));
+        assert!(mac[0].how.is_err_and(|why| why.contains("per user")));
+        assert_eq!(mac[1].how, Err("macOS"));
+        let files = Limits {
+            file_size: Some(1 << 20),
+            ..Limits::default()
+        };
+        assert!(files.status(false, false, Err("macOS"))[1].how.is_ok());
     }
 }

@@ -238,7 +238,7 @@ start. Ignored on macOS.",
         meaning: "How many processes (and threads) the sandbox may hold at once: a fork bomb stops \
 there, a build never gets near it. Counted in the sandbox's own user namespace (Linux 5.14 and \
 later), so the user's other processes do not count; the kernel does not apply it to root, which \
-`sbx check` says.",
+`sbx check` says. Not set on macOS, which counts processes per user (said by `sbx check`).",
         project: "may lower it, never raise it.",
         example: "512",
     },

@@ -49,7 +49,7 @@ pub fn run_plan(
     if banner::wanted(policy.banner, shell_command) {
         banner::print_active(style, &banner::summary(policy, "seatbelt"));
     }
-    let ended = run_seatbelt(plan, true_program);
+    let ended = run_seatbelt(plan, true_program, &policy.limits.values());
     drop(proxy);
     match ended? {
         Ended::Exited(code) => std::process::exit(code),
@@ -142,7 +142,7 @@ fn with_darwin_tmpdir(mut env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsSt
 
 /// `max_memory` has no mechanism on macOS.
 pub fn memory_cap() -> Result<&'static str, &'static str> {
-    Err("sbx sets no limits on macOS yet")
+    Err("macOS offers sbx no way to cap the memory of a process tree")
 }
 
 /// Why the probe's sandbox did not start: what sandbox-exec said (never a

@@ -39,9 +39,14 @@ const NESTED_REFUSAL: &str = "sandbox-exec: sandbox_apply: Operation not permitt
 /// any command may also return. On those two, the same profile is applied
 /// once more to `/usr/bin/true` with its stderr captured: if that fails as
 /// well, the profile never applied and the command never ran.
-pub fn run_seatbelt(plan: &Plan, true_program: &Path) -> Result<Ended> {
+///
+/// `limits` (`NAME=VALUE`, see `Limits::values`) are set as rlimits on
+/// sandbox-exec, which the command inherits; sbx says after the run if one
+/// of them stopped the command.
+pub fn run_seatbelt(plan: &Plan, true_program: &Path, limits: &[String]) -> Result<Ended> {
     use std::os::unix::process::ExitStatusExt;
     let mut cmd = prepare(plan)?;
+    set_in_child(&mut cmd, crate::limits::planned(limits)?);
     // A descriptor the caller left open (a socket to a host service, say)
     // must not cross into the sandbox: Seatbelt checks only what is opened
     // after it applies.
@@ -57,6 +62,12 @@ pub fn run_seatbelt(plan: &Plan, true_program: &Path) -> Result<Ended> {
     let code = status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    if let Some(said) = status
+        .signal()
+        .and_then(|sig| crate::limits::stopped_by(sig, limits))
+    {
+        eprintln!("sbx: {said}");
+    }
     if code != 65 && code != 71 {
         return Ok(Ended::Exited(code));
     }
@@ -96,6 +107,30 @@ pub fn profile_refusal(plan: &Plan, true_program: &Path) -> Option<Ended> {
         nested: words.lines().any(|l| l.trim() == NESTED_REFUSAL),
         words,
     })
+}
+
+/// Set `rlimits` in the child, between its fork and its exec of
+/// sandbox-exec: the command inherits them, and sbx keeps its own (its
+/// proxy needs descriptors, its CPU time is not the command's).
+fn set_in_child(cmd: &mut std::process::Command, rlimits: Vec<crate::limits::Rlimit>) {
+    use std::os::unix::process::CommandExt;
+    if rlimits.is_empty() {
+        return;
+    }
+    let set = move || {
+        for &(resource, soft, hard) in &rlimits {
+            nix::sys::resource::setrlimit(resource, soft, hard).map_err(std::io::Error::from)?;
+        }
+        Ok(())
+    };
+    // SAFETY: `pre_exec` runs the closure in the forked child, where only
+    // async-signal-safe work is allowed. It reads a vector built before
+    // the fork and calls setrlimit(2) directly; an error becomes an
+    // io::Error from its errno, which allocates nothing. No lock is taken.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(set);
+    }
 }
 
 /// Mark every descriptor above 2 close-on-exec.
@@ -203,7 +238,7 @@ mod tests {
     #[test]
     fn a_commands_own_status_is_passed_on() {
         let ran =
-            |script: &str| run_seatbelt(&fake_seatbelt(script, "cmd"), Path::new("/bin/true"));
+            |script: &str| run_seatbelt(&fake_seatbelt(script, "cmd"), Path::new("/bin/true"), &[]);
         assert_eq!(ran("exit 0").unwrap(), Ended::Exited(0));
         assert_eq!(ran("exit 3").unwrap(), Ended::Exited(3));
         // After the runs above, whose forwarding blocked signals in this
@@ -221,7 +256,7 @@ mod tests {
     #[test]
     fn a_refused_profile_is_told_apart() {
         let ran =
-            |script: &str| run_seatbelt(&fake_seatbelt(script, "cmd"), Path::new("/bin/true"));
+            |script: &str| run_seatbelt(&fake_seatbelt(script, "cmd"), Path::new("/bin/true"), &[]);
         let bad = "echo 'sandbox-exec: unbound variable: x' >&2; exit 65";
         assert_eq!(
             ran(bad).unwrap(),
@@ -250,5 +285,34 @@ mod tests {
             trial(quoted),
             Some(Ended::Refused { nested: false, .. })
         ));
+    }
+
+    #[test]
+    fn limits_are_set_for_the_command_only() {
+        use nix::sys::resource::{getrlimit, Resource};
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("limits");
+        let script = format!("ulimit -n > '{o}'; ulimit -t >> '{o}'", o = out.display());
+        let limits = ["file-size=1048576", "open-files=64", "cpu-time=7"].map(String::from);
+        let before = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        let ran = run_seatbelt(
+            &fake_seatbelt(&script, "cmd"),
+            Path::new("/bin/true"),
+            &limits,
+        );
+        assert_eq!(ran.unwrap(), Ended::Exited(0));
+        // (The file size limit is judged below, by what a write leaves.)
+        let seen = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(seen.split_whitespace().collect::<Vec<_>>(), ["64", "7"]);
+        // sbx's own are untouched.
+        assert_eq!(getrlimit(Resource::RLIMIT_NOFILE).unwrap(), before);
+        // A limit that stops the command does not change its status.
+        let big = format!(
+            "dd if=/dev/zero of='{}' bs=1M count=3 2>/dev/null",
+            dir.path().join("big").display()
+        );
+        let ran = run_seatbelt(&fake_seatbelt(&big, "cmd"), Path::new("/bin/true"), &limits);
+        assert_eq!(ran.unwrap(), Ended::Exited(128 + nix::libc::SIGXFSZ));
+        assert!(std::fs::metadata(dir.path().join("big")).unwrap().len() <= 1 << 20);
     }
 }

@@ -98,3 +98,57 @@ fn credential_env_vars_are_removed() {
     require_sandbox!();
     scenarios::credential_env_vars_are_removed(&Seatbelt, &[("SSH_AUTH_SOCK", SECRET)], &[]);
 }
+
+/// The rlimits macOS applies reach the command; the process cap, which
+/// macOS counts per user, is named as not enforced.
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn file_size_and_cpu_limits_stop_the_command_and_say_so() {
+    require_sandbox!();
+    let world = World::new();
+    let out = Seatbelt.run(
+        &world,
+        &["--max-file-size", "1M"],
+        &["dd", "if=/dev/zero", "of=big", "bs=1048576", "count=3"],
+        &[],
+    );
+    let size = std::fs::metadata(world.project.join("big")).unwrap().len();
+    assert!(size <= 1 << 20, "wrote {size} bytes: {}", both(&out));
+    assert_eq!(out.status.code(), Some(128 + 25), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("stopped by the max_file_size limit (1M)"),
+        "{}",
+        both(&out)
+    );
+    let spin = Seatbelt.run(
+        &world,
+        &["--cpu-time", "1"],
+        &["sh", "-c", "while :; do :; done"],
+        &[],
+    );
+    assert_eq!(spin.status.code(), Some(128 + 24), "{}", both(&spin));
+    assert!(
+        stderr(&spin).contains("stopped by the cpu_time limit (1 s)"),
+        "{}",
+        both(&spin)
+    );
+    let check = world
+        .sbx()
+        .args(["check", "--max-processes", "64", "--max-memory", "1G"])
+        .output()
+        .unwrap();
+    let said = stdout(&check);
+    assert!(
+        said.contains("limit:    max_processes 64: NOT enforced (macOS counts processes per user"),
+        "{}",
+        both(&check)
+    );
+    assert!(
+        said.contains("limit:    max_memory 1G: NOT enforced"),
+        "{}",
+        both(&check)
+    );
+}
