@@ -106,6 +106,19 @@ pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bo
     clean
 }
 
+/// What of the change from `before` to `after` (two versions of a config)
+/// would be refused, as `key=value`; `None` when git cannot read them.
+pub fn refused_between(before: &[u8], after: &[u8]) -> Option<Vec<String>> {
+    let (before, after) = gitconfig::read_pair(before, after).ok()?;
+    let local = std::cell::OnceCell::new();
+    Some(
+        changes(&before, &after, &|host| {
+            is_local(host, local.get_or_init(local_names))
+        })
+        .refused,
+    )
+}
+
 /// The most settings one run may change in one config.
 const MAX_CHANGES: usize = 64;
 

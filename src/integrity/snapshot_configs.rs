@@ -70,6 +70,7 @@ pub fn settle(configs: &[GitConfigWatch], copies: &Path, warn: &dyn Fn(&str)) ->
 fn settle_one(c: &GitConfigWatch, copies: &Path, warn: &dyn Fn(&str)) -> bool {
     settle_with(c, warn, |dir, name, after, identity| {
         if !replace(dir, name, c, identity, warn) {
+            name_refused(c, &after, warn);
             return false;
         }
         if apply(c, &after, copies, warn) {
@@ -151,6 +152,20 @@ fn settle_killed_one(c: &GitConfigWatch, warn: &dyn Fn(&str)) -> bool {
         ));
         true
     })
+}
+
+/// A changed config left for review (it changed again before it could be
+/// put back): name what in it, against the content from before, git
+/// would not be let apply, so the review knows where to look.
+fn name_refused(c: &GitConfigWatch, after: &[u8], warn: &dyn Fn(&str)) {
+    let refused = super::copies::refused_between(&c.before, after);
+    if let Some(refused) = refused.filter(|r| !r.is_empty()) {
+        warn(&format!(
+            "{}: it holds settings sbx would refuse: [{}]",
+            c.path.display(),
+            crate::banner::sanitize(&refused.join(", "))
+        ));
+    }
 }
 
 /// The real directory of a config, and its name there; said when it
@@ -371,5 +386,33 @@ mod tests {
         let kept = std::fs::read_to_string(tmp.path().join("config.sbx-blocked")).unwrap();
         assert!(kept.contains("a@example.com"));
         assert!(said.borrow()[0].contains("never applied"), "{said:?}");
+    }
+
+    #[test]
+    fn a_config_left_for_review_has_its_refused_settings_named() {
+        if !Path::new(TRUSTED_GIT).is_file() {
+            eprintln!("skipped: {TRUSTED_GIT} is not installed");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let config = tmp.path().join("config");
+        std::fs::write(&config, BASE).unwrap();
+        let c = watch(&config);
+        let after = format!("{BASE}[user]\n\tname = me\n[core]\n\tfsmonitor = touch X\n");
+        let said = RefCell::new(Vec::new());
+        name_refused(&c, after.as_bytes(), &|t| {
+            said.borrow_mut().push(t.to_string())
+        });
+        let said = said.take();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("core.fsmonitor=touch X"), "{said:?}");
+        assert!(!said[0].contains("user.name"), "{said:?}");
+        // Nothing refused: nothing said.
+        let everyday = format!("{BASE}[user]\n\tname = me\n");
+        let quiet = RefCell::new(Vec::new());
+        name_refused(&c, everyday.as_bytes(), &|t| {
+            quiet.borrow_mut().push(t.to_string())
+        });
+        assert!(quiet.take().is_empty());
     }
 }
