@@ -119,16 +119,12 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____inner)
-            opts="-h --unix-sockets --shared-network --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --help"
+            opts="-h --allow-unix-sockets --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --unix-sockets)
-                    COMPREPLY=($(compgen -W "deny own allow" -- "${cur}"))
-                    return 0
-                    ;;
                 --ready-fd)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -266,7 +262,7 @@ _sbx() {
                     return 0
                     ;;
                 --unix-sockets)
-                    COMPREPLY=($(compgen -W "deny own allow" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
                     return 0
                     ;;
                 --require)
@@ -368,7 +364,7 @@ _sbx() {
                     return 0
                     ;;
                 --unix-sockets)
-                    COMPREPLY=($(compgen -W "deny own allow" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
                     return 0
                     ;;
                 --require)
@@ -446,7 +442,7 @@ _sbx() {
                     return 0
                     ;;
                 --unix-sockets)
-                    COMPREPLY=($(compgen -W "deny own allow" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
                     return 0
                     ;;
                 --require)

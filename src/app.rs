@@ -246,7 +246,7 @@ fn run_sandboxed(
     if policy.platform == Platform::Linux && policy.backend == config::Backend::Reduced {
         return run::run_reduced(policy, host, style, shell_command, "backend = \"reduced\"");
     }
-    if policy.platform == Platform::Macos && policy.unix_sockets == config::UnixSockets::Allow {
+    if policy.platform == Platform::Macos && policy.unix_sockets {
         banner::warn(
             style,
             "unix_sockets = \"allow\" is not supported on macOS yet: Unix sockets stay denied",

@@ -112,9 +112,8 @@ pub struct PolicyArgs {
     /// Also make PATH writable (repeatable).
     #[arg(long, value_name = "PATH")]
     pub writable: Vec<PathBuf>,
-    /// Unix sockets: own (default: only those made inside the sandbox are
-    /// reachable), deny (none), or allow, which reaches the host's sockets
-    /// too (ssh-agent, D-Bus, docker.sock).
+    /// Unix sockets: deny (default), or allow, which reaches the host's
+    /// sockets too (ssh-agent, D-Bus, docker.sock).
     #[arg(long, value_enum, value_name = "MODE")]
     pub unix_sockets: Option<UnixSocketsArg>,
     /// No writes at all; reads limited to the project and system paths.
@@ -213,12 +212,9 @@ pub struct ManArgs {
 /// `sbx __inner`: options decided by the outer stage.
 #[derive(Debug, Args)]
 pub struct InnerArgs {
-    /// The command's Unix sockets: none (deny), its own, or the host's too.
-    #[arg(long, value_enum, default_value = "deny")]
-    pub unix_sockets: UnixSocketsArg,
-    /// The sandbox shares the host's network namespace.
+    /// Let the command create Unix sockets.
     #[arg(long)]
-    pub shared_network: bool,
+    pub allow_unix_sockets: bool,
     /// A pipe on which to report that the sandbox is up.
     #[arg(long, value_name = "FD")]
     pub ready_fd: Option<i32>,
@@ -304,7 +300,6 @@ pub enum BackendArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum UnixSocketsArg {
     Deny,
-    Own,
     Allow,
 }
 

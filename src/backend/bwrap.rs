@@ -36,7 +36,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{Plan, Proxy};
-use crate::config::{FsSetting, UnixSockets};
+use crate::config::FsSetting;
 use crate::policy::{GitConfigWatch, Kind, Network, Policy, SystemPath};
 
 /// The descriptor on which the inner stage reports that the sandbox is up:
@@ -269,13 +269,8 @@ fn inner_stage(
     a.flags(&["--"]);
     a.args.push(sbx.as_os_str().to_owned());
     a.flags(&["__inner"]);
-    match policy.unix_sockets {
-        UnixSockets::Deny => {}
-        UnixSockets::Own => a.flags(&["--unix-sockets", "own"]),
-        UnixSockets::Allow => a.flags(&["--unix-sockets", "allow"]),
-    }
-    if policy.network == Network::Allow {
-        a.flags(&["--shared-network"]);
+    if policy.unix_sockets {
+        a.flags(&["--allow-unix-sockets"]);
     }
     a.flags(&["--ready-fd", &READY_FD.to_string()]);
     if let Some(socket) = proxy.and_then(Proxy::socket) {
@@ -423,8 +418,6 @@ mod tests {
             "--",
             SBX,
             "__inner",
-            "--unix-sockets",
-            "own",
             "--ready-fd",
             "100",
             "--limit",
@@ -485,14 +478,13 @@ mod tests {
     #[test]
     fn unix_sockets_allow_reaches_the_inner_stage() {
         let mut policy = test_policy(Platform::Linux);
-        policy.unix_sockets = UnixSockets::Allow;
+        policy.unix_sockets = true;
         let a = args(&plan(&policy));
         find(
             &a,
             &[
                 "__inner",
-                "--unix-sockets",
-                "allow",
+                "--allow-unix-sockets",
                 "--ready-fd",
                 "100",
                 "--limit",

@@ -25,7 +25,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{Listen, Plan, Proxy};
-use crate::config::{FsSetting, UnixSockets};
+use crate::config::FsSetting;
 use crate::policy::{Network, Policy, SystemPath};
 
 /// The descriptor on which the stage reports that the rules are in force.
@@ -85,9 +85,7 @@ pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Plan {
         _ => "deny".to_string(),
     };
     args.extend(["--network".into(), network.into()]);
-    // The command's own sockets need PID 1 of a sandbox to decide each
-    // connection: reduced mode refuses Unix sockets unless all are allowed.
-    if policy.unix_sockets == UnixSockets::Allow {
+    if policy.unix_sockets {
         args.push("--allow-unix-sockets".into());
     }
     args.extend(["--ready-fd".into(), READY_FD.to_string().into()]);
@@ -222,7 +220,7 @@ pub fn unenforced(policy: &Policy, landlock: Landlock) -> Vec<String> {
     }
     if !landlock.scopes() {
         out.push("the command can signal your other processes, sbx included, and a command that kills sbx leaves its background processes running (Landlock ABI 6, Linux 6.12, scopes signals)".into());
-        if policy.unix_sockets == UnixSockets::Allow {
+        if policy.unix_sockets {
             out.push(
                 "abstract Unix sockets of the host are reachable (Landlock ABI 6 scopes them)"
                     .into(),

@@ -154,16 +154,13 @@ terminal for each command.",
     },
     Key {
         name: "unix_sockets",
-        ty: Type::Enum(&["deny", "own", "allow"]),
-        default: Some("\"own\""),
+        ty: Type::Enum(&["deny", "allow"]),
+        default: Some("\"deny\""),
         default_text: "",
-        meaning: "`\"own\"`: the command may create Unix sockets and connect to those made inside \
-its sandbox (Python's multiprocessing, tsx, build servers), never to the host's: sbx's PID 1 \
-decides each connection. `\"deny\"`: no Unix socket at all. `\"allow\"`: the host's too (Docker's \
-socket, ssh-agent, D-Bus, tmux: each can be a way out of the sandbox), said on every run. Linux \
-full mode only: reduced mode and macOS refuse Unix sockets unless `\"allow\"` (which macOS does \
-not honour either, with a warning).",
-        project: "may narrow it (`\"allow\"` to `\"own\"` to `\"deny\"`), never widen it.",
+        meaning: "`\"allow\"` lets the command create Unix sockets (Docker's socket, ssh-agent, \
+D-Bus, tmux: each can be a way out of the sandbox). Linux only: on macOS they stay denied, with a \
+warning.",
+        project: "may set `\"deny\"`, never `\"allow\"`.",
         example: "\"deny\"",
     },
     Key {

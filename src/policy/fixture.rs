@@ -66,7 +66,7 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
         other_repositories: Vec::new(),
         placeholder: home.join(".cache/sbx/empty"),
         network: Network::Deny,
-        unix_sockets: crate::config::UnixSockets::Own,
+        unix_sockets: false,
         env: EnvPlan {
             clear: false,
             set: vec![("SBX_SANDBOX".into(), "1".into())],

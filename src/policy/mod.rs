@@ -192,7 +192,7 @@ pub struct Policy {
     /// cache directory, which is read-only inside if it lies in a writable root).
     pub placeholder: PathBuf,
     pub network: Network,
-    pub unix_sockets: UnixSockets,
+    pub unix_sockets: bool,
     pub env: EnvPlan,
     /// The inner shell for shell mode.
     pub shell: PathBuf,
@@ -389,7 +389,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
             NetworkMode::Allow => Network::Allow,
             NetworkMode::Allowlist => Network::Allowlist(s.allowlist.clone()),
         },
-        unix_sockets: s.unix_sockets,
+        unix_sockets: s.unix_sockets == UnixSockets::Allow,
         env,
         shell,
         banner: s.banner,

@@ -124,4 +124,3 @@ mod files;
 mod network;
 mod processes;
 mod seccomp;
-mod unix_sockets;

@@ -28,7 +28,7 @@ use std::convert::Infallible;
 use std::ffi::OsString;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -37,8 +37,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use nix::unistd::Pid;
 
-use super::seccomp::{self, Unix};
-use super::sockets;
+use super::seccomp;
 
 /// Run the second stage. Returns only on failure; on success the process exits
 /// with the command's status.
@@ -53,31 +52,19 @@ use super::sockets;
 ///
 /// With `proxy_socket` (allowlist mode), PID 1 listens on 127.0.0.1:3128 in
 /// the sandbox's own network namespace and relays each connection to the
-/// proxy's Unix socket. PID 1 keeps Unix sockets for that; with Unix
-/// sockets denied the command does not: it starts through `sbx __filter`,
-/// which adds the Unix-socket rule.
-///
-/// With the command's own Unix sockets (`opts.unix` is `Own`), the command
-/// installs a connect filter between its fork and its exec, and PID 1
-/// decides each of its `connect()` calls (`sockets.rs`); `shared_network`
-/// says the network namespace is the host's.
-#[allow(clippy::too_many_arguments)]
+/// proxy's Unix socket. PID 1 keeps Unix sockets for that; the command does
+/// not: it starts through `sbx __filter`, which adds the Unix-socket rule.
 pub fn run(
     command: &[OsString],
     opts: seccomp::Options,
-    shared_network: bool,
     ready_fd: Option<i32>,
     proxy_socket: Option<&Path>,
     limits: &[String],
     network_hint: Option<&str>,
     copies: Option<(&Path, &[std::path::PathBuf])>,
 ) -> Result<Infallible> {
-    let asked = opts.unix;
     let opts = seccomp::Options {
-        unix: match (asked, proxy_socket) {
-            (Unix::Deny, Some(_)) => Unix::Allow,
-            (unix, _) => unix,
-        },
+        allow_unix_sockets: opts.allow_unix_sockets || proxy_socket.is_some(),
         ..opts
     };
     if let Some((dir, configs)) = copies {
@@ -101,13 +88,12 @@ pub fn run(
             .then_some(fd)
     });
     close_inherited_fds(lifeline_fd)?;
-    if let Some(socket) = proxy_socket {
-        start_relay(socket)?;
-    }
-    let stage = match (asked, proxy_socket) {
-        (Unix::Own, _) => Stage::OwnSockets(socket_pair()?),
-        (Unix::Deny, Some(_)) => Stage::NoUnixSockets,
-        _ => Stage::Direct,
+    let filter = match proxy_socket {
+        Some(socket) => {
+            start_relay(socket)?;
+            Some(std::env::current_exe().context("finding sbx inside the sandbox")?)
+        }
+        None => None,
     };
     let lifeline = match lifeline_fd {
         Some(fd) => report_ready(fd)?,
@@ -117,19 +103,13 @@ pub fn run(
     // The command starts with the signal mask sbx was started with (std
     // resets SIGPIPE, not the mask), so signals are routed only after the
     // spawn. The filter and no_new_privs are inherited.
-    let mut cmd = match &stage {
-        Stage::Direct => Command::new(program),
-        Stage::OwnSockets((_, theirs)) => {
-            let mut cmd = Command::new(program);
-            sockets::CommandFilters::new(theirs.as_raw_fd())?.install_in(&mut cmd);
-            cmd
-        }
-        Stage::NoUnixSockets => {
-            let sbx = std::env::current_exe().context("finding sbx inside the sandbox")?;
+    let mut cmd = match &filter {
+        Some(sbx) => {
             let mut cmd = Command::new(sbx);
             cmd.arg("__filter").arg("--").arg(program);
             cmd
         }
+        None => Command::new(program),
     };
     // Limits last: inherited by the command, not in the way of the setup.
     crate::limits::apply(limits)?;
@@ -138,48 +118,11 @@ pub fn run(
         Err(e) => std::process::exit(i32::from(super::spawn_failure(program, &e))),
     };
     let pid = Pid::from_raw(child.id() as i32);
-    let supervisor = match stage {
-        Stage::OwnSockets((ours, theirs)) => {
-            drop(theirs);
-            // Sent before the command's exec, which succeeded: there.
-            match sockets::receive_listener(&ours)? {
-                Some(listener) => Some(sockets::supervise(listener, shared_network)?),
-                None => bail!("the command started without its connect filter's listener"),
-            }
-        }
-        _ => None,
-    };
     let (signals, _mask) = super::signals::route_signals(true)?;
     let code =
         super::signals::wait_forwarding(pid, &signals, true, lifeline.as_ref().map(|f| f.as_fd()))?;
-    say_why(code, limits, network_hint, supervisor.as_ref());
+    say_why(code, limits, network_hint);
     std::process::exit(code)
-}
-
-/// How the command is started.
-enum Stage {
-    /// As it is.
-    Direct,
-    /// Through `sbx __filter`, which adds the Unix-socket rule.
-    NoUnixSockets,
-    /// With the connect filter installed between its fork and its exec,
-    /// whose listener comes over a socket pair: PID 1's end, the
-    /// command's.
-    OwnSockets((OwnedFd, OwnedFd)),
-}
-
-/// The socket pair over which the command's process sends PID 1 the
-/// listener of its connect filter before its exec: PID 1's end, then its
-/// own (both close on exec: the command keeps neither).
-fn socket_pair() -> Result<(OwnedFd, OwnedFd)> {
-    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-    socketpair(
-        AddressFamily::Unix,
-        SockType::Stream,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
-    .context("making the socket pair for the connect filter")
 }
 
 /// Mount the private config copies and leave the setup namespace. Started
@@ -197,14 +140,8 @@ fn set_up_copies(dir: &Path, configs: &[std::path::PathBuf], ready_fd: Option<i3
 }
 
 /// After the command, say what sbx knows of why it ended as it did: a
-/// limit that stopped it, the network it tried when it failed, a Unix
-/// socket of the host it was refused.
-fn say_why(
-    code: i32,
-    limits: &[String],
-    network_hint: Option<&str>,
-    sockets: Option<&sockets::Supervisor>,
-) {
+/// limit that stopped it, the network it tried when it failed.
+fn say_why(code: i32, limits: &[String], network_hint: Option<&str>) {
     if let Some(said) =
         super::signals::killed_by().and_then(|sig| crate::limits::stopped_by(sig, limits))
     {
@@ -212,9 +149,6 @@ fn say_why(
     }
     if code != 0 {
         if let Some(said) = network_hint.and_then(|mode| network_tried(mode, net_counters())) {
-            eprintln!("sbx: {said}");
-        }
-        if let Some(said) = sockets.and_then(sockets::Supervisor::hint) {
             eprintln!("sbx: {said}");
         }
     }

@@ -15,8 +15,6 @@ mod reduced;
 mod reduced_run;
 mod seccomp;
 mod signals;
-mod sockdiag;
-mod sockets;
 
 use std::cell::RefCell;
 use std::convert::Infallible;
@@ -290,17 +288,12 @@ pub fn landlock() -> Option<crate::backend::reduced::Landlock> {
 /// `sbx __inner`: the second stage, PID 1 of the sandbox.
 pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
     let opts = seccomp::Options {
-        unix: match args.unix_sockets {
-            cli::UnixSocketsArg::Deny => seccomp::Unix::Deny,
-            cli::UnixSocketsArg::Own => seccomp::Unix::Own,
-            cli::UnixSocketsArg::Allow => seccomp::Unix::Allow,
-        },
+        allow_unix_sockets: args.allow_unix_sockets,
         network: seccomp::NetFilter::Namespace,
     };
     inner::run(
         &args.command,
         opts,
-        args.shared_network,
         args.ready_fd,
         args.proxy_socket.as_deref(),
         &args.limits,
@@ -312,12 +305,11 @@ pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
     .map(|never| match never {})
 }
 
-/// `sbx __filter -- CMD`: in allowlist mode with Unix sockets denied, PID
-/// 1 keeps Unix sockets (to reach the proxy), so the command gets the
-/// Unix-socket rule from here.
+/// `sbx __filter -- CMD`: in allowlist mode PID 1 keeps Unix sockets (to
+/// reach the proxy), so the command gets the Unix-socket rule from here.
 pub fn filter(command: &[OsString]) -> Result<ExitCode> {
     use std::os::unix::process::CommandExt;
-    seccomp::apply(&[seccomp::command_program(seccomp::Unix::Deny)?])?;
+    seccomp::apply(&[seccomp::unix_socket_program()?])?;
     let Some((program, args)) = command.split_first() else {
         bail!("no command given");
     };

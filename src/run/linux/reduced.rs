@@ -114,11 +114,7 @@ pub fn run(args: ReducedArgs) -> Result<Infallible> {
         bail!("the kernel enforces only part of the Landlock ruleset; the command was not run");
     }
     let opts = seccomp::Options {
-        unix: if args.allow_unix_sockets {
-            seccomp::Unix::Allow
-        } else {
-            seccomp::Unix::Deny
-        },
+        allow_unix_sockets: args.allow_unix_sockets,
         network: match net {
             Net::Deny => seccomp::NetFilter::Deny,
             Net::Proxy(_) => seccomp::NetFilter::TcpOnly,
