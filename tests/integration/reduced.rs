@@ -646,14 +646,26 @@ fn killed_with_its_group_then_let_go(world: &World, mut cmd: Command, mark: &str
     let group = format!("-{}", child.id());
     let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
     let _ = child.wait();
-    std::fs::write(world.project.join("go"), "").unwrap();
-    let start = Instant::now();
-    let running = || {
+    let running = |needles: &[&str]| {
         std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
             let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            String::from_utf8_lossy(&cmdline).contains(mark)
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            needles.iter().all(|n| cmdline.contains(n))
         })
     };
+    // The keeper ends the run once sbx is gone: the leftover is let go
+    // only after it has done so (else it could act in the moment between
+    // sbx's death and the keeper's kill, which this test is not about).
+    let keeper = world.home.join(".cache/sbx");
+    let keeper = keeper.to_string_lossy();
+    let start = Instant::now();
+    while running(&["__keep", &keeper]) {
+        assert!(start.elapsed() < DEADLINE, "the keeper never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(world.project.join("go"), "").unwrap();
+    let start = Instant::now();
+    let running = || running(&[mark]);
     while running() {
         assert!(
             start.elapsed() < DEADLINE,
