@@ -367,16 +367,25 @@ mod tests {
         assert!(said.borrow()[0].contains("config.sbx-blocked"));
     }
 
-    #[test]
-    fn a_killed_runs_config_is_put_back_and_never_applied() {
+    /// A config with [`BASE`] in a fresh directory, watched; `None` (said)
+    /// where git is not installed to read it.
+    fn watched_config() -> Option<(tempfile::TempDir, PathBuf, GitConfigWatch)> {
         if !Path::new(TRUSTED_GIT).is_file() {
             eprintln!("skipped: {TRUSTED_GIT} is not installed");
-            return;
+            return None;
         }
         let tmp = tempfile::tempdir().unwrap();
         let config = tmp.path().join("config");
         std::fs::write(&config, BASE).unwrap();
         let c = watch(&config);
+        Some((tmp, config, c))
+    }
+
+    #[test]
+    fn a_killed_runs_config_is_put_back_and_never_applied() {
+        let Some((tmp, config, c)) = watched_config() else {
+            return;
+        };
         git_config(&config, "user.email", "a@example.com");
         let said = RefCell::new(Vec::new());
         assert!(settle_killed(&[c], &|t| said
@@ -390,14 +399,9 @@ mod tests {
 
     #[test]
     fn a_config_left_for_review_has_its_refused_settings_named() {
-        if !Path::new(TRUSTED_GIT).is_file() {
-            eprintln!("skipped: {TRUSTED_GIT} is not installed");
+        let Some((_tmp, _config, c)) = watched_config() else {
             return;
-        }
-        let tmp = tempfile::tempdir().unwrap();
-        let config = tmp.path().join("config");
-        std::fs::write(&config, BASE).unwrap();
-        let c = watch(&config);
+        };
         let after = format!("{BASE}[user]\n\tname = me\n[core]\n\tfsmonitor = touch X\n");
         let said = RefCell::new(Vec::new());
         name_refused(&c, after.as_bytes(), &|t| {

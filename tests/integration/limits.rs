@@ -294,6 +294,19 @@ pub fn max_memory_holds_or_is_named(
     let child = run(&["run", "--max-memory", "64M", "--", "python3", "-c", &big]);
     let pid = child.id();
     let out = child.wait_with_output().unwrap();
+    // What `sbx check` says of the limit: its line starts with `said`.
+    let check_says = |said: &str| {
+        let check = run(&["check", "--max-memory", "1G"])
+            .wait_with_output()
+            .unwrap();
+        assert!(
+            stdout(&check)
+                .lines()
+                .any(|l| l.starts_with(&format!("limit:    max_memory 1G: {said}"))),
+            "{}",
+            both(&check)
+        );
+    };
     let Some(place) = memory_cgroup_here().filter(|_| !contained) else {
         assert!(
             stderr(&out).contains("max_memory = 64M is NOT enforced"),
@@ -301,16 +314,7 @@ pub fn max_memory_holds_or_is_named(
             both(&out)
         );
         assert!(world.project.join("big-done").exists(), "{}", both(&out));
-        let check = run(&["check", "--max-memory", "1G"])
-            .wait_with_output()
-            .unwrap();
-        assert!(
-            stdout(&check)
-                .lines()
-                .any(|l| l.starts_with("limit:    max_memory 1G: NOT enforced")),
-            "{}",
-            both(&check)
-        );
+        check_says("NOT enforced");
         return;
     };
     assert!(!world.project.join("big-done").exists(), "{}", both(&out));
@@ -334,16 +338,7 @@ pub fn max_memory_holds_or_is_named(
         "left behind in {}",
         place.display()
     );
-    let check = run(&["check", "--max-memory", "1G"])
-        .wait_with_output()
-        .unwrap();
-    assert!(
-        stdout(&check)
-            .lines()
-            .any(|l| l.starts_with("limit:    max_memory 1G: enforced (a cgroup of the run's own")),
-        "{}",
-        both(&check)
-    );
+    check_says("enforced (a cgroup of the run's own");
 }
 
 #[test]
