@@ -252,6 +252,10 @@ impl Profile {
             FsSetting::Unrestricted => {
                 self.section("writes: everywhere (filesystem = false)");
                 self.line(r#"(allow file-write* (subpath "/"))"#);
+                // As for the writable roots: links and clones are not
+                // `file-write*` (Rust's fs::copy clones, and takes EPERM
+                // for an error). The credential block still denies them.
+                self.line(r#"(allow file-link file-clone (subpath "/"))"#);
                 vec![PathBuf::from("/")]
             }
             FsSetting::ReadOnly => Vec::new(),

@@ -43,10 +43,12 @@
 //!  5. A `literal` + `subpath` deny on a path that does not exist yet stops
 //!     its first creation (missing `.git/hooks`, `.envrc`, `.vscode`).
 //!  6. `file-link` is checked against the source of link(2) and `file-clone`
-//!     stops clonefile(2) (`cp -c`); and both, being operations of their
-//!     own outside `file-write*`, are still allowed for ordinary files in
-//!     the project (the profile has no explicit allow for them: if
-//!     `hard_links_and_clones_of_ordinary_files_work` fails, it needs one).
+//!     stops clonefile(2) (`cp -c`); both are operations of their own
+//!     outside `file-write*`, so the profile allows them explicitly where it
+//!     allows writes (each writable root, or `/` with `filesystem = false`)
+//!     and denies them again on credentials
+//!     (`hard_links_and_clones_of_ordinary_files_work`,
+//!     `filesystem_false_allows_clones`).
 //!  7. `(allow file-read*)` also lets dyld map code outside the shared cache
 //!     (`file-map-executable`): the `/usr/bin/python3` and `/usr/bin/git`
 //!     xcrun shims, which load from Xcode or the Command Line Tools.

@@ -210,10 +210,15 @@ fn fs_false_profile() {
     let (forms, argv) = check(&p, true);
     let text = &argv.profile;
     let write = text.find("(allow file-write* (subpath \"/\"))").unwrap();
+    let link = text
+        .find("(allow file-link file-clone (subpath \"/\"))")
+        .unwrap();
     assert!(text.contains("\n(allow file-read*)\n"));
     let creds = credential_filters(&forms, &argv.params);
     assert!(has(&creds, "subpath", "/Users/t/.ssh"));
     assert!(text.find("(deny file-read* file-read-data").unwrap() > write);
+    // Links and clones of credentials stay denied: the deny comes after.
+    assert!(text.find("(deny file-read* file-read-data").unwrap() > link);
     // Everything is writable, so every directory above a credential is
     // protected against renaming.
     let unlink: Vec<(String, String)> = forms

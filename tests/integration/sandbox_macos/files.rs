@@ -571,3 +571,34 @@ fn inherited_descriptors_do_not_reach_the_command() {
         |use_sbx| SocketFile::tmp(if use_sbx { 11 } else { 12 }),
     );
 }
+
+/// With `filesystem = false`, writes go anywhere, and so must links and
+/// clones: Rust's `fs::copy` clones (`fclonefileat`) and takes EPERM for
+/// an error, so cargo would fail. Credentials stay out of reach of both.
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn filesystem_false_allows_clones() {
+    require_sandbox!();
+    let world = World::new();
+    world.user_config("[sandbox]\nfilesystem = false\n");
+    util::write(&world.project.join("plain.txt"), "plain\n");
+    let out = Seatbelt.run_sh(
+        &world,
+        "cp -c plain.txt \"$HOME/clone.txt\" && echo CLONE-OK
+         ln plain.txt \"$HOME/hard.txt\" && echo HARDLINK-OK
+         cp -c \"$HOME/.ssh/id_ed25519\" stolen 2>/dev/null && echo STOLEN",
+    );
+    assert_line(&out, "CLONE-OK");
+    assert_line(&out, "HARDLINK-OK");
+    assert_eq!(
+        std::fs::read_to_string(world.home.join("clone.txt")).unwrap_or_default(),
+        "plain\n",
+        "{}",
+        both(&out)
+    );
+    assert_no_line_starting(&out, "STOLEN");
+    assert!(!world.project.join("stolen").exists(), "{}", both(&out));
+}
