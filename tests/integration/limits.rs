@@ -147,14 +147,7 @@ fn max_file_size_stops_a_large_write_and_says_so() {
             "count=3",
         ],
     );
-    let size = std::fs::metadata(world.project.join("big")).unwrap().len();
-    assert!(size <= 1 << 20, "wrote {size} bytes: {}", both(&out));
-    assert_eq!(out.status.code(), Some(128 + 25), "{}", both(&out));
-    assert!(
-        stderr(&out).contains("stopped by the max_file_size limit (1M)"),
-        "{}",
-        both(&out)
-    );
+    crate::scenarios::a_large_write_was_stopped(&world, &out);
     // A command that exits with the same status by itself is not blamed.
     let own = sbx(
         &world,
@@ -275,15 +268,24 @@ pub fn memory_cgroup_here() -> Option<PathBuf> {
 /// before it can finish (the file it writes after the loop never appears),
 /// sbx says which limit stopped it, a run under its limit is not touched,
 /// and no run's cgroup is left behind. Where the host does not allow it:
-/// said on every run and by `sbx check`, and the command runs. `run` starts
-/// sbx with the arguments given (`run ...`, `check ...`). `contained`:
-/// sbx runs in the container-like place, whose cgroup file system is
-/// read-only.
+/// said on every run and by `sbx check`, and the command runs. `sbx` is
+/// how the runner starts sbx (arguments follow: `run ...`, `check ...`).
+/// `contained`: sbx runs in the container-like place, whose cgroup file
+/// system is read-only.
 pub fn max_memory_holds_or_is_named(
     world: &World,
     contained: bool,
-    run: &dyn Fn(&[&str]) -> std::process::Child,
+    sbx: &dyn Fn() -> std::process::Command,
 ) {
+    let run = |args: &[&str]| {
+        sbx()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
     let alloc = |mib: u32, mark: &str| {
         format!(
             "a = []\nfor _ in range({}):\n    a.append(b'x' * (8 << 20))\nopen('{mark}', 'w').close()\n",
@@ -345,16 +347,7 @@ pub fn max_memory_holds_or_is_named(
 fn max_memory_stops_an_allocation_loop_or_is_named() {
     require_sandbox!();
     let world = World::new();
-    max_memory_holds_or_is_named(&world, util::contained(), &|args| {
-        world
-            .sbx_std()
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    });
+    max_memory_holds_or_is_named(&world, util::contained(), &|| world.sbx_std());
     // Bad values are refused before anything runs.
     let bad = sbx(&world, &["run", "--max-memory", "lots", "--", "true"]);
     assert_eq!(bad.status.code(), Some(125), "{}", both(&bad));

@@ -696,14 +696,6 @@ impl Place for Contained {
 /// run's cgroup, as bubblewrap is in full mode.
 fn max_memory_holds<R: Runner + Place>(r: &R) {
     let world = World::new();
-    crate::limits::max_memory_holds_or_is_named(&world, r.contained(), &|args| {
-        r.sbx_cmd(&world)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    });
+    crate::limits::max_memory_holds_or_is_named(&world, r.contained(), &|| r.sbx_cmd(&world));
 }
 both_ways!(max_memory_is_enforced_or_named, max_memory_holds);

@@ -486,3 +486,17 @@ print(r.stdout, r.stderr)
         }
     }
 }
+
+/// `dd` of 3 MiB to `big` in the project, run under `--max-file-size 1M`
+/// (output `out`), was stopped by the limit: the file holds at most 1 MiB,
+/// the status is SIGXFSZ's, and sbx names the limit.
+pub fn a_large_write_was_stopped(world: &World, out: &Output) {
+    let size = std::fs::metadata(world.project.join("big")).unwrap().len();
+    assert!(size <= 1 << 20, "wrote {size} bytes: {}", both(out));
+    assert_eq!(out.status.code(), Some(128 + 25), "{}", both(out));
+    assert!(
+        crate::host::stderr(out).contains("stopped by the max_file_size limit (1M)"),
+        "{}",
+        both(out)
+    );
+}

@@ -115,14 +115,7 @@ fn file_size_and_cpu_limits_stop_the_command_and_say_so() {
         &["dd", "if=/dev/zero", "of=big", "bs=1048576", "count=3"],
         &[],
     );
-    let size = std::fs::metadata(world.project.join("big")).unwrap().len();
-    assert!(size <= 1 << 20, "wrote {size} bytes: {}", both(&out));
-    assert_eq!(out.status.code(), Some(128 + 25), "{}", both(&out));
-    assert!(
-        stderr(&out).contains("stopped by the max_file_size limit (1M)"),
-        "{}",
-        both(&out)
-    );
+    crate::scenarios::a_large_write_was_stopped(&world, &out);
     let spin = Seatbelt.run(
         &world,
         &["--cpu-time", "1"],
