@@ -119,12 +119,24 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____inner)
-            opts="-h --allow-unix-sockets --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --help"
+            opts="-h --unix-sockets --socket-dir --symlinks-in --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --unix-sockets)
+                    COMPREPLY=($(compgen -W "deny own allow" -- "${cur}"))
+                    return 0
+                    ;;
+                --socket-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --symlinks-in)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --ready-fd)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -262,7 +274,7 @@ _sbx() {
                     return 0
                     ;;
                 --unix-sockets)
-                    COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "deny own allow" -- "${cur}"))
                     return 0
                     ;;
                 --require)
@@ -364,7 +376,7 @@ _sbx() {
                     return 0
                     ;;
                 --unix-sockets)
-                    COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "deny own allow" -- "${cur}"))
                     return 0
                     ;;
                 --require)
@@ -442,7 +454,7 @@ _sbx() {
                     return 0
                     ;;
                 --unix-sockets)
-                    COMPREPLY=($(compgen -W "deny allow" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "deny own allow" -- "${cur}"))
                     return 0
                     ;;
                 --require)

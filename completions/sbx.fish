@@ -44,7 +44,8 @@ allow\t''
 allowlist\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l writable -d 'Also make PATH writable (repeatable)' -r -F
-complete -c sbx -n "__fish_sbx_using_subcommand run" -l unix-sockets -d 'Unix sockets: deny (default), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
+complete -c sbx -n "__fish_sbx_using_subcommand run" -l unix-sockets -d 'Unix sockets: own (default: only those made inside the sandbox are reachable), deny (none), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
+own\t''
 allow\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l require -d 'Refuse to run (exit 125) when the full sandbox cannot be enforced; `--require=reduced` accepts Linux\'s reduced mode too' -r -f -a "full\t''
 reduced\t''"
@@ -67,7 +68,8 @@ allow\t''
 allowlist\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l writable -d 'Also make PATH writable (repeatable)' -r -F
-complete -c sbx -n "__fish_sbx_using_subcommand profile" -l unix-sockets -d 'Unix sockets: deny (default), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l unix-sockets -d 'Unix sockets: own (default: only those made inside the sandbox are reachable), deny (none), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
+own\t''
 allow\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l require -d 'Refuse to run (exit 125) when the full sandbox cannot be enforced; `--require=reduced` accepts Linux\'s reduced mode too' -r -f -a "full\t''
 reduced\t''"
@@ -95,7 +97,8 @@ allow\t''
 allowlist\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l allow-domain -d 'Allow this host in allowlist mode: HOST, HOST:PORT or *.DOMAIN (repeatable; implies --network allowlist unless --network is given)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l writable -d 'Also make PATH writable (repeatable)' -r -F
-complete -c sbx -n "__fish_sbx_using_subcommand check" -l unix-sockets -d 'Unix sockets: deny (default), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
+complete -c sbx -n "__fish_sbx_using_subcommand check" -l unix-sockets -d 'Unix sockets: own (default: only those made inside the sandbox are reachable), deny (none), or allow, which reaches the host\'s sockets too (ssh-agent, D-Bus, docker.sock)' -r -f -a "deny\t''
+own\t''
 allow\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand check" -l require -d 'Refuse to run (exit 125) when the full sandbox cannot be enforced; `--require=reduced` accepts Linux\'s reduced mode too' -r -f -a "full\t''
 reduced\t''"
@@ -119,13 +122,17 @@ complete -c sbx -n "__fish_sbx_using_subcommand man" -l section -d 'The manual s
 5\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand man" -l schema -d 'Print the JSON Schema (draft 2020-12) of the configuration file instead'
 complete -c sbx -n "__fish_sbx_using_subcommand man" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l unix-sockets -d 'The command\'s Unix sockets: none (deny), its own, or the host\'s too' -r -f -a "deny\t''
+own\t''
+allow\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l socket-dir -d 'With `--unix-sockets own`: the only directory where the command may make sockets (a tmpfs of its own)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l symlinks-in -d 'With `--unix-sockets own`: a directory beneath which the command may make symbolic links, besides the socket directory (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l ready-fd -d 'A pipe on which to report that the sandbox is up' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l proxy-socket -d 'Relay 127.0.0.1:3128 inside the sandbox to this proxy socket' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l limit -d 'A resource limit for the command (repeatable)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l network-hint -d 'Say, when the command fails, whether it tried the network this sandbox denies (`deny`) or reaches only through the proxy (`allowlist`)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l config-copies -d 'The run\'s directory of private git config copies (`N`, `N.link`)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l private-config -d 'A git config to mount the link `N.link` over, N counting from 0 in the order given (repeatable)' -r -F
-complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l allow-unix-sockets -d 'Let the command create Unix sockets'
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l read -d 'Readable, with everything beneath it but the hidden paths (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l write -d 'Writable, with everything beneath it (repeatable)' -r -F

@@ -132,7 +132,7 @@ fn profile(
         command.push(policy.shell.clone().into_os_string());
     }
     policy.command = command;
-    let plan = render(&policy, &host, true, None)?.map_err(anyhow::Error::msg)?;
+    let plan = render(&policy, &host, true, None, None)?.map_err(anyhow::Error::msg)?;
     let text = match args.format {
         FormatArg::Text => match &plan.profile {
             Some(profile) => profile.clone(),
@@ -246,7 +246,7 @@ fn run_sandboxed(
     if policy.platform == Platform::Linux && policy.backend == config::Backend::Reduced {
         return run::run_reduced(policy, host, style, shell_command, "backend = \"reduced\"");
     }
-    if policy.platform == Platform::Macos && policy.unix_sockets {
+    if policy.platform == Platform::Macos && policy.unix_sockets == config::UnixSockets::Allow {
         banner::warn(
             style,
             "unix_sockets = \"allow\" is not supported on macOS yet: Unix sockets stay denied",
@@ -273,9 +273,17 @@ fn run_sandboxed(
             );
         }
     }
-    let plan = match render(policy, host, false, proxy.as_ref().map(|p| &p.proxy))? {
-        Ok(plan) => plan,
-        Err(cause) => {
+    let sockets = socket_dir(policy, style);
+    let rendered = render(
+        policy,
+        host,
+        false,
+        proxy.as_ref().map(|p| &p.proxy),
+        sockets.as_deref(),
+    );
+    let plan = match rendered {
+        Ok(Ok(plan)) => plan,
+        Ok(Err(cause)) => {
             drop(proxy);
             let reduced =
                 policy.platform == Platform::Linux && policy.backend == config::Backend::Auto;
@@ -284,8 +292,62 @@ fn run_sandboxed(
             }
             return run::unavailable(policy, style, &cause);
         }
+        Err(e) => return Err(e),
     };
     run::run_plan(&plan, policy, style, shell_command, proxy, host)
+}
+
+/// The mount point of the command's own Unix sockets, where the policy
+/// gives it some (a bubblewrap run): the user's empty `/tmp/sbx-UID`, made
+/// if missing. Without it, the command gets no Unix socket, and is told.
+fn socket_dir(policy: &Policy, style: Style) -> Option<PathBuf> {
+    let dir = &policy.own_sockets.as_ref()?.dir;
+    if policy.backend == config::Backend::Reduced {
+        return None;
+    }
+    own_empty_dir(dir)
+        .map_err(|why| {
+            banner::warn(
+                style,
+                &format!(
+                    "the command has no Unix sockets in this run: {} {why}",
+                    dir.display()
+                ),
+            );
+        })
+        .ok()?;
+    Some(dir.clone())
+}
+
+/// Make sure `dir` is a directory of this user's that only they can enter
+/// (a link, another user's, or a file there is refused: on a shared
+/// machine anyone can make a name in /tmp first).
+fn own_empty_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            return Err(format!("could not be made ({e})"));
+        }
+        _ => {}
+    }
+    // Looked at and made private through one descriptor, never a link.
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW)
+        .open(dir)
+        .map_err(|_| "is not a directory of yours; remove it".to_string())?;
+    let meta = opened
+        .metadata()
+        .map_err(|e| format!("cannot be read ({e})"))?;
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err("is not a directory of yours; remove it".into());
+    }
+    if meta.mode() & 0o077 != 0 {
+        opened
+            .set_permissions(std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot be made private ({e})"))?;
+    }
+    Ok(())
 }
 
 /// The argv to run: in shell mode the inner shell and its arguments.
@@ -307,6 +369,7 @@ fn render(
     host: &Host,
     dry_run: bool,
     proxy: Option<&backend::Proxy>,
+    sockets: Option<&Path>,
 ) -> Result<Result<Plan, String>> {
     let sbx = host
         .self_exe
@@ -345,12 +408,14 @@ fn render(
                 Some(cache) => run::config_copies(cache),
                 None => None,
             };
+            // And the directory of the command's own sockets.
+            let shown = policy.own_sockets.as_ref().filter(|_| dry_run);
+            let per_run = backend::PerRun {
+                copies: copies.as_deref(),
+                sockets: sockets.or(shown.map(|o| o.dir.as_path())),
+            };
             Ok(Ok(backend::bwrap::render(
-                policy,
-                &bwrap,
-                &sbx,
-                proxy,
-                copies.as_deref(),
+                policy, &bwrap, &sbx, proxy, per_run,
             )))
         }
         Platform::Macos => {

@@ -443,7 +443,11 @@ fn probe_plan(probe: &Policy, host: &Host, sbx: &Path) -> Result<crate::backend:
             let path = host.var("PATH").map(|p| p.as_os_str());
             let bwrap = crate::exec::find_bwrap(probe, path).map_err(|no| no.text)?;
             Ok(crate::backend::bwrap::render(
-                probe, &bwrap, sbx, None, None,
+                probe,
+                &bwrap,
+                sbx,
+                None,
+                crate::backend::PerRun::default(),
             ))
         }
         Platform::Macos => {

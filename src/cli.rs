@@ -112,8 +112,9 @@ pub struct PolicyArgs {
     /// Also make PATH writable (repeatable).
     #[arg(long, value_name = "PATH")]
     pub writable: Vec<PathBuf>,
-    /// Unix sockets: deny (default), or allow, which reaches the host's
-    /// sockets too (ssh-agent, D-Bus, docker.sock).
+    /// Unix sockets: own (default: only those made inside the sandbox are
+    /// reachable), deny (none), or allow, which reaches the host's sockets
+    /// too (ssh-agent, D-Bus, docker.sock).
     #[arg(long, value_enum, value_name = "MODE")]
     pub unix_sockets: Option<UnixSocketsArg>,
     /// No writes at all; reads limited to the project and system paths.
@@ -212,9 +213,17 @@ pub struct ManArgs {
 /// `sbx __inner`: options decided by the outer stage.
 #[derive(Debug, Args)]
 pub struct InnerArgs {
-    /// Let the command create Unix sockets.
-    #[arg(long)]
-    pub allow_unix_sockets: bool,
+    /// The command's Unix sockets: none (deny), its own, or the host's too.
+    #[arg(long, value_enum, default_value = "deny")]
+    pub unix_sockets: UnixSocketsArg,
+    /// With `--unix-sockets own`: the only directory where the command may
+    /// make sockets (a tmpfs of its own).
+    #[arg(long, value_name = "DIR")]
+    pub socket_dir: Option<PathBuf>,
+    /// With `--unix-sockets own`: a directory beneath which the command may
+    /// make symbolic links, besides the socket directory (repeatable).
+    #[arg(long = "symlinks-in", value_name = "DIR")]
+    pub symlinks_in: Vec<PathBuf>,
     /// A pipe on which to report that the sandbox is up.
     #[arg(long, value_name = "FD")]
     pub ready_fd: Option<i32>,
@@ -300,6 +309,7 @@ pub enum BackendArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum UnixSocketsArg {
     Deny,
+    Own,
     Allow,
 }
 

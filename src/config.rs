@@ -93,11 +93,16 @@ pub enum NetworkMode {
     Allow,
 }
 
-/// `unix_sockets = "deny" | "allow"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// `unix_sockets = "deny" | "own" | "allow"`, ordered from the narrowest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UnixSockets {
+    /// No Unix socket at all.
     Deny,
+    /// The command's own: it may bind, listen and connect, but only to
+    /// sockets bound inside its sandbox.
+    Own,
+    /// The host's too.
     Allow,
 }
 

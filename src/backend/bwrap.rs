@@ -10,7 +10,9 @@
 //!    `filesystem = "read-only"` an empty root with only system paths and the
 //!    project, or for `filesystem = false` the host root writable; then a fresh
 //!    `/dev` and `/proc`;
-//! 3. writable roots (`--bind`), shallowest first;
+//! 3. writable roots (`--bind`), shallowest first, then the directory of
+//!    the command's own Unix sockets, its `TMPDIR`: a tmpfs of the
+//!    sandbox's own, which no host path leads to;
 //! 4. pins: each directory between a writable root and a protected path is
 //!    bound onto itself, so it becomes a mount point that cannot be renamed or
 //!    replaced (which would free the protected path below it);
@@ -35,8 +37,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::{Plan, Proxy};
-use crate::config::FsSetting;
+use super::{PerRun, Plan, Proxy};
+use crate::config::{FsSetting, UnixSockets};
 use crate::policy::{GitConfigWatch, Kind, Network, Policy, SystemPath};
 
 /// The descriptor on which the inner stage reports that the sandbox is up:
@@ -63,27 +65,33 @@ pub const NAMESPACE_FLAGS: &[&str] = &[
 
 /// Render the bubblewrap plan. `bwrap` is the bubblewrap to run, `sbx` the
 /// executable of the inner stage, `proxy` the allowlist proxy of this run
-/// (in allowlist mode; without one, allowlist mode has no network at all).
+/// (in allowlist mode; without one, allowlist mode has no network at all),
+/// `per_run` what the run made ready for itself. Without its socket
+/// directory, the command has no Unix socket at all (unless the policy
+/// allows the host's).
 pub fn render(
     policy: &Policy,
     bwrap: &Path,
     sbx: &Path,
     proxy: Option<&Proxy>,
-    copies: Option<&Path>,
+    per_run: PerRun,
 ) -> Plan {
     let proxy = match policy.network {
         Network::Allowlist(_) => proxy,
         _ => None,
     };
-    let copies = copies.filter(|_| !private_configs(policy).is_empty());
+    let copies = per_run
+        .copies
+        .filter(|_| !private_configs(policy).is_empty());
+    let sockets = per_run.sockets.filter(|_| policy.own_sockets.is_some());
     let mut a = Args::default();
     namespaces(&mut a, policy, copies.is_some());
     let visible = root(&mut a, policy, sbx);
-    writable_binds(&mut a, policy);
+    writable_binds(&mut a, policy, sockets);
     pins_and_protected(&mut a, policy, proxy, copies);
     credential_masks(&mut a, policy, &visible);
-    environment(&mut a, policy, sbx, proxy, copies.is_some());
-    inner_stage(&mut a, policy, sbx, proxy, copies);
+    environment(&mut a, policy, sbx, proxy, copies.is_some(), sockets);
+    inner_stage(&mut a, policy, sbx, proxy, PerRun { copies, sockets });
     Plan {
         program: bwrap.to_path_buf(),
         args: a.args,
@@ -93,7 +101,13 @@ pub fn render(
         profile: None,
         ready_fd: Some(READY_FD),
         copies: copies.map(Path::to_path_buf),
-        without_copies: copies.map(|_| Box::new(render(policy, bwrap, sbx, proxy, None))),
+        without_copies: copies.map(|_| {
+            let sockets = PerRun {
+                copies: None,
+                sockets,
+            };
+            Box::new(render(policy, bwrap, sbx, proxy, sockets))
+        }),
     }
 }
 
@@ -164,10 +178,16 @@ fn root(a: &mut Args, policy: &Policy, sbx: &Path) -> Vec<PathBuf> {
     visible
 }
 
-/// Group 3: writable roots, in the policy's order (shallowest first).
-fn writable_binds(a: &mut Args, policy: &Policy) {
+/// Group 3: writable roots, in the policy's order (shallowest first), then
+/// the directory of the command's own Unix sockets: a fresh tmpfs, over
+/// the host's empty directory (and so over what another sandbox made
+/// there).
+fn writable_binds(a: &mut Args, policy: &Policy, sockets: Option<&Path>) {
     for w in &policy.writable {
         a.path2("--bind", w, w);
+    }
+    if let Some(dir) = sockets {
+        a.path("--tmpfs", dir);
     }
 }
 
@@ -233,8 +253,15 @@ fn credential_masks(a: &mut Args, policy: &Policy, visible: &[PathBuf]) {
 }
 
 /// Group 7: no capabilities, the working directory, and the environment changes
-/// (the proxy's variables last).
-fn environment(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>, copies: bool) {
+/// (`TMPDIR` then the proxy's variables last).
+fn environment(
+    a: &mut Args,
+    policy: &Policy,
+    sbx: &Path,
+    proxy: Option<&Proxy>,
+    copies: bool,
+    sockets: Option<&Path>,
+) {
     a.flags(&["--cap-drop", "ALL"]);
     if copies {
         // For the inner stage alone: CAP_SYS_ADMIN to mount the copies,
@@ -253,24 +280,32 @@ fn environment(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>,
     for (k, v) in &policy.env.set {
         a.flags(&["--setenv", k, v]);
     }
+    if let Some(dir) = sockets {
+        a.flags(&["--setenv", "TMPDIR"]);
+        a.args.push(dir.as_os_str().to_owned());
+    }
     for (k, v) in proxy.map(|p| p.env(sbx)).unwrap_or_default() {
         a.flags(&["--setenv", &k, &v]);
     }
 }
 
 /// Group 7: the inner stage with its options, then the command after `--`.
-fn inner_stage(
-    a: &mut Args,
-    policy: &Policy,
-    sbx: &Path,
-    proxy: Option<&Proxy>,
-    copies: Option<&Path>,
-) {
+fn inner_stage(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>, per_run: PerRun) {
     a.flags(&["--"]);
     a.args.push(sbx.as_os_str().to_owned());
     a.flags(&["__inner"]);
-    if policy.unix_sockets {
-        a.flags(&["--allow-unix-sockets"]);
+    match (&policy.own_sockets, per_run.sockets) {
+        (Some(own), Some(dir)) => {
+            a.flags(&["--unix-sockets", "own"]);
+            a.path("--socket-dir", dir);
+            for root in &own.symlinks {
+                a.path("--symlinks-in", root);
+            }
+        }
+        _ if policy.unix_sockets == UnixSockets::Allow => {
+            a.flags(&["--unix-sockets", "allow"]);
+        }
+        _ => {}
     }
     a.flags(&["--ready-fd", &READY_FD.to_string()]);
     if let Some(socket) = proxy.and_then(Proxy::socket) {
@@ -284,7 +319,7 @@ fn inner_stage(
         Network::Allowlist(_) => a.flags(&["--network-hint", "allowlist"]),
         Network::Allow => {}
     }
-    if let Some(dir) = copies {
+    if let Some(dir) = per_run.copies {
         a.path("--config-copies", dir);
         for config in private_configs(policy) {
             a.path("--private-config", &config.path);
@@ -333,7 +368,13 @@ mod tests {
     const SBX: &str = "/usr/local/bin/sbx";
 
     fn plan(policy: &Policy) -> Plan {
-        render(policy, Path::new(BWRAP), Path::new(SBX), None, None)
+        render(
+            policy,
+            Path::new(BWRAP),
+            Path::new(SBX),
+            None,
+            PerRun::default(),
+        )
     }
 
     fn golden(name: &str, actual: &str) {
@@ -476,15 +517,65 @@ mod tests {
     }
 
     #[test]
-    fn unix_sockets_allow_reaches_the_inner_stage() {
+    fn unix_sockets_reach_the_inner_stage() {
         let mut policy = test_policy(Platform::Linux);
-        policy.unix_sockets = true;
+        policy.own_sockets = Some(crate::policy::OwnSockets {
+            dir: PathBuf::from("/tmp/sbx-1000"),
+            symlinks: vec![PathBuf::from("/home/t/proj")],
+        });
+        let dir = Path::new("/tmp/sbx-1000");
+        let per_run = PerRun {
+            copies: None,
+            sockets: Some(dir),
+        };
+        let a = args(&render(
+            &policy,
+            Path::new(BWRAP),
+            Path::new(SBX),
+            None,
+            per_run,
+        ));
+        // A tmpfs of its own, after the writable roots; the command's
+        // TMPDIR; and the inner stage told where sockets and links may go.
+        let mounted = find(&a, &["--tmpfs", "/tmp/sbx-1000"]);
+        assert!(mounted > find(&a, &["--bind", "/tmp", "/tmp"]));
+        assert!(find(&a, &["--setenv", "TMPDIR", "/tmp/sbx-1000"]) > mounted);
+        find(
+            &a,
+            &[
+                "__inner",
+                "--unix-sockets",
+                "own",
+                "--socket-dir",
+                "/tmp/sbx-1000",
+                "--symlinks-in",
+                "/home/t/proj",
+                "--ready-fd",
+            ],
+        );
+        // Without the run's directory, no Unix socket at all.
+        let a = args(&plan(&policy));
+        assert!(!a.contains(&"--unix-sockets".to_string()));
+        assert!(!a.contains(&"TMPDIR".to_string()));
+        // Nor when the policy gives none, directory or not.
+        policy.own_sockets = None;
+        let a = args(&render(
+            &policy,
+            Path::new(BWRAP),
+            Path::new(SBX),
+            None,
+            per_run,
+        ));
+        assert!(!a.contains(&"--unix-sockets".to_string()));
+        assert!(!a.contains(&"/tmp/sbx-1000".to_string()));
+        policy.unix_sockets = UnixSockets::Allow;
         let a = args(&plan(&policy));
         find(
             &a,
             &[
                 "__inner",
-                "--allow-unix-sockets",
+                "--unix-sockets",
+                "allow",
                 "--ready-fd",
                 "100",
                 "--limit",

@@ -10,9 +10,20 @@ pub mod reduced;
 pub mod seatbelt;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::policy::EnvPlan;
+
+/// What a run makes ready for itself before it starts (Linux; a dry run
+/// shows where each would be).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PerRun<'a> {
+    /// The run's private git config copies (see `integrity::copies`).
+    pub copies: Option<&'a Path>,
+    /// The mount point of the command's own Unix sockets, its `TMPDIR` (see
+    /// `policy/own_sockets.rs`), once made sure of.
+    pub sockets: Option<&'a Path>,
+}
 
 /// What will be executed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,7 +25,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{Listen, Plan, Proxy};
-use crate::config::FsSetting;
+use crate::config::{FsSetting, UnixSockets};
 use crate::policy::{Network, Policy, SystemPath};
 
 /// The descriptor on which the stage reports that the rules are in force.
@@ -85,7 +85,9 @@ pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Plan {
         _ => "deny".to_string(),
     };
     args.extend(["--network".into(), network.into()]);
-    if policy.unix_sockets {
+    // The command's own sockets need PID 1 of a sandbox to decide each
+    // connection: reduced mode refuses Unix sockets unless all are allowed.
+    if policy.unix_sockets == UnixSockets::Allow {
         args.push("--allow-unix-sockets".into());
     }
     args.extend(["--ready-fd".into(), READY_FD.to_string().into()]);
@@ -218,9 +220,12 @@ pub fn unenforced(policy: &Policy, landlock: Landlock) -> Vec<String> {
         ),
         Network::Allow => {}
     }
+    if policy.own_sockets.is_some() {
+        out.push("the command has no Unix sockets of its own (Python's multiprocessing, tsx and the like fail): reduced mode has no PID 1 to decide each connection".into());
+    }
     if !landlock.scopes() {
         out.push("the command can signal your other processes, sbx included, and a command that kills sbx leaves its background processes running (Landlock ABI 6, Linux 6.12, scopes signals)".into());
-        if policy.unix_sockets {
+        if policy.unix_sockets == UnixSockets::Allow {
             out.push(
                 "abstract Unix sockets of the host are reachable (Landlock ABI 6 scopes them)"
                     .into(),

@@ -154,13 +154,18 @@ terminal for each command.",
     },
     Key {
         name: "unix_sockets",
-        ty: Type::Enum(&["deny", "allow"]),
-        default: Some("\"deny\""),
+        ty: Type::Enum(&["deny", "own", "allow"]),
+        default: Some("\"own\""),
         default_text: "",
-        meaning: "`\"allow\"` lets the command create Unix sockets (Docker's socket, ssh-agent, \
-D-Bus, tmux: each can be a way out of the sandbox). Linux only: on macOS they stay denied, with a \
-warning.",
-        project: "may set `\"deny\"`, never `\"allow\"`.",
+        meaning: "`\"own\"`: the command may make Unix sockets in `$TMPDIR` (`/tmp/sbx-UID`, a tmpfs \
+of the sandbox's own, nowhere else: Landlock) and connect to those (Python's multiprocessing, tsx, \
+build servers), never to the host's: sbx's PID 1 decides each connection; it may then make no \
+symbolic link in `/tmp`, `/var/tmp`, `/run` or `$XDG_RUNTIME_DIR`, where one could lead a host \
+program to its sockets. `\"deny\"`: no Unix socket at all. `\"allow\"`: the host's too (Docker's socket, ssh-agent, D-Bus, tmux: each can be a way out \
+of the sandbox), said on every run. Linux full mode only, and not with `network = \"allow\"`: \
+there, in reduced mode and on macOS Unix sockets are refused unless `\"allow\"` (which macOS does \
+not honour either, with a warning).",
+        project: "may narrow it (`\"allow\"` to `\"own\"` to `\"deny\"`), never widen it.",
         example: "\"deny\"",
     },
     Key {

@@ -66,7 +66,8 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
         other_repositories: Vec::new(),
         placeholder: home.join(".cache/sbx/empty"),
         network: Network::Deny,
-        unix_sockets: false,
+        unix_sockets: crate::config::UnixSockets::Own,
+        own_sockets: None,
         env: EnvPlan {
             clear: false,
             set: vec![("SBX_SANDBOX".into(), "1".into())],

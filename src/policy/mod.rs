@@ -33,6 +33,7 @@ mod environment;
 #[cfg(test)]
 mod fixture;
 mod lists;
+mod own_sockets;
 mod paths;
 mod runs_later;
 mod settings;
@@ -51,6 +52,7 @@ pub use lists::{
     AGENT_TOKENS, CREDENTIALS, CREDENTIALS_MACOS, CREDENTIAL_VAR_NAMES, CREDENTIAL_VAR_PARTS,
     CREDENTIAL_VAR_SUFFIXES, HOME_PROTECTED, PROJECT_PROTECTED,
 };
+pub use own_sockets::OwnSockets;
 #[cfg(target_os = "linux")]
 pub(crate) use runs_later::module_dirs;
 pub use writable::TOOL_CACHE_OWNER;
@@ -192,7 +194,13 @@ pub struct Policy {
     /// cache directory, which is read-only inside if it lies in a writable root).
     pub placeholder: PathBuf,
     pub network: Network,
-    pub unix_sockets: bool,
+    pub unix_sockets: UnixSockets,
+    /// With `unix_sockets = "own"` (Linux, the network not the host's, the
+    /// file system not unrestricted): where the command's own sockets are
+    /// made, and where it may make symbolic links (see `own_sockets.rs`).
+    /// `None`: no own sockets in this run, and none are allowed (unless the
+    /// host's are).
+    pub own_sockets: Option<OwnSockets>,
     pub env: EnvPlan,
     /// The inner shell for shell mode.
     pub shell: PathBuf,
@@ -299,12 +307,14 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         );
     }
 
-    let (mut writable, mut tool_caches) = (Vec::new(), Vec::new());
+    let (mut writable, mut tool_caches, mut asked) = (Vec::new(), Vec::new(), Vec::new());
     if restricted {
         let roots = writable::roots(&s, &places, flags.project.is_some());
         warnings.extend(roots.warnings);
+        asked = roots.asked;
         (writable, tool_caches) = writable::with_tool_caches(roots.paths, &places);
     }
+    let own_sockets = own_sockets::plan(&s, host, &writable, &asked);
     let mut credentials = credentials::listed(&s, &places, &writable);
     let mut later = runs_later::RunsLater::default();
     if restricted {
@@ -389,7 +399,8 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
             NetworkMode::Allow => Network::Allow,
             NetworkMode::Allowlist => Network::Allowlist(s.allowlist.clone()),
         },
-        unix_sockets: s.unix_sockets == UnixSockets::Allow,
+        unix_sockets: s.unix_sockets,
+        own_sockets,
         env,
         shell,
         banner: s.banner,

@@ -127,7 +127,7 @@ impl Settings {
             network: NetworkMode::Deny,
             allowlist: Vec::new(),
             allow_unsandboxed: true,
-            unix_sockets: UnixSockets::Deny,
+            unix_sockets: UnixSockets::Own,
             env: EnvMode::Inherit,
             env_passthrough: Vec::new(),
             shell: None,
@@ -317,7 +317,7 @@ impl Settings {
             );
         }
         if let Some(v) = t.unix_sockets {
-            let narrows = v == UnixSockets::Deny || self.unix_sockets == UnixSockets::Allow;
+            let narrows = v <= self.unix_sockets;
             file.scalar(
                 &mut self.unix_sockets,
                 v,
@@ -410,6 +410,7 @@ impl Settings {
         if let Some(u) = flags.unix_sockets {
             self.unix_sockets = match u {
                 crate::cli::UnixSocketsArg::Deny => UnixSockets::Deny,
+                crate::cli::UnixSocketsArg::Own => UnixSockets::Own,
                 crate::cli::UnixSocketsArg::Allow => UnixSockets::Allow,
             };
             self.origin("unix_sockets", &src);

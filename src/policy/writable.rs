@@ -13,6 +13,9 @@ use crate::config::Source;
 pub(super) struct Roots {
     /// Real paths, shallowest first, none inside another.
     pub paths: Vec<PathBuf>,
+    /// The same before those inside another were dropped (a project in
+    /// the writable /tmp is one).
+    pub asked: Vec<PathBuf>,
     pub warnings: Vec<String>,
 }
 
@@ -64,6 +67,7 @@ pub(super) fn roots(s: &Settings, places: &Places, project_given: bool) -> Roots
         paths.extend(worktree_common_dir(project, &places.home_real).map(|d| places.alias(d)));
     }
     Roots {
+        asked: paths.clone(),
         paths: outermost(paths),
         warnings,
     }

@@ -79,7 +79,10 @@ fn normalise(world: &World, text: &str) -> String {
         .replace(world.root.to_str().unwrap(), "[ROOT]");
     // The per-project tool cache key hashes the project's (random) path.
     let key = regex::Regex::new(r"projects/[0-9a-f]{16}").unwrap();
-    key.replace_all(&text, "projects/[KEY]").into_owned()
+    let text = key.replace_all(&text, "projects/[KEY]");
+    // The directory of the command's own sockets is the user's.
+    let uid = regex::Regex::new(r"/tmp/sbx-[0-9]+\b").unwrap();
+    uid.replace_all(&text, "/tmp/sbx-[UID]").into_owned()
 }
 
 /// The snapshot of one project: both platforms' plans, what `check` says of

@@ -124,3 +124,4 @@ mod files;
 mod network;
 mod processes;
 mod seccomp;
+mod unix_sockets;

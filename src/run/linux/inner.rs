@@ -28,7 +28,7 @@ use std::convert::Infallible;
 use std::ffi::OsString;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -37,7 +37,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use nix::unistd::Pid;
 
-use super::seccomp;
+use super::seccomp::{self, Unix};
+use super::sockets;
 
 /// Run the second stage. Returns only on failure; on success the process exits
 /// with the command's status.
@@ -52,19 +53,54 @@ use super::seccomp;
 ///
 /// With `proxy_socket` (allowlist mode), PID 1 listens on 127.0.0.1:3128 in
 /// the sandbox's own network namespace and relays each connection to the
-/// proxy's Unix socket. PID 1 keeps Unix sockets for that; the command does
-/// not: it starts through `sbx __filter`, which adds the Unix-socket rule.
+/// proxy's Unix socket. PID 1 keeps Unix sockets for that; with Unix
+/// sockets denied the command does not: it starts through `sbx __filter`,
+/// which adds the Unix-socket rule.
+///
+/// With the command's own Unix sockets (`opts.unix` is `Own`), the command
+/// may make sockets only in the socket directory, and symbolic links only
+/// there and beneath the directories listed with it (Landlock); its
+/// `connect()` calls go to PID 1, which decides each (`sockets.rs`). Where
+/// that cannot be done, the command gets no Unix socket at all, and is
+/// told.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     command: &[OsString],
     opts: seccomp::Options,
+    sockets: Option<(&Path, &[std::path::PathBuf])>,
     ready_fd: Option<i32>,
     proxy_socket: Option<&Path>,
     limits: &[String],
     network_hint: Option<&str>,
     copies: Option<(&Path, &[std::path::PathBuf])>,
 ) -> Result<Infallible> {
+    // Made before anything else, so that without it the command's sockets
+    // fall back to none, PID 1's filter included.
+    let ruleset = match (opts.unix, sockets) {
+        (Unix::Own, Some((path, symlinks))) => {
+            let made = sockets::open_socket_dir(path).and_then(|dir| {
+                let ruleset = sockets::socket_ruleset(&dir, symlinks)?;
+                Ok((ruleset, dir))
+            });
+            match made {
+                Ok(made) => Some(made),
+                Err(e) => {
+                    eprintln!("sbx: the command's own Unix sockets are refused in this run: they cannot be kept in {} ({e:#})", path.display());
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let asked = match (opts.unix, &ruleset) {
+        (Unix::Own, None) => Unix::Deny,
+        (unix, _) => unix,
+    };
     let opts = seccomp::Options {
-        allow_unix_sockets: opts.allow_unix_sockets || proxy_socket.is_some(),
+        unix: match (asked, proxy_socket) {
+            (Unix::Deny, Some(_)) => Unix::Allow,
+            (unix, _) => unix,
+        },
         ..opts
     };
     if let Some((dir, configs)) = copies {
@@ -87,13 +123,26 @@ pub fn run(
             .is_ok_and(|m| m.file_type().is_fifo())
             .then_some(fd)
     });
-    close_inherited_fds(lifeline_fd)?;
-    let filter = match proxy_socket {
-        Some(socket) => {
-            start_relay(socket)?;
-            Some(std::env::current_exe().context("finding sbx inside the sandbox")?)
-        }
-        None => None,
+    // The socket ruleset and directory are sbx's own, opened above.
+    let keep: Vec<i32> = lifeline_fd
+        .into_iter()
+        .chain(
+            ruleset
+                .iter()
+                .flat_map(|(r, d)| [r.as_raw_fd(), d.raw_fd()]),
+        )
+        .collect();
+    close_inherited_fds(&keep)?;
+    if let Some(socket) = proxy_socket {
+        start_relay(socket)?;
+    }
+    let stage = match (asked, proxy_socket) {
+        (Unix::Own, _) => match ruleset {
+            Some((ruleset, dir)) => Stage::OwnSockets(ruleset, dir, socket_pair()?),
+            None => Stage::Direct,
+        },
+        (Unix::Deny, Some(_)) => Stage::NoUnixSockets,
+        _ => Stage::Direct,
     };
     let lifeline = match lifeline_fd {
         Some(fd) => report_ready(fd)?,
@@ -103,13 +152,20 @@ pub fn run(
     // The command starts with the signal mask sbx was started with (std
     // resets SIGPIPE, not the mask), so signals are routed only after the
     // spawn. The filter and no_new_privs are inherited.
-    let mut cmd = match &filter {
-        Some(sbx) => {
+    let mut cmd = match &stage {
+        Stage::Direct => Command::new(program),
+        Stage::OwnSockets(ruleset, _, (_, theirs)) => {
+            let mut cmd = Command::new(program);
+            let ruleset = ruleset.try_clone().context("the socket ruleset")?;
+            sockets::CommandFilters::new(ruleset, theirs.as_raw_fd())?.install_in(&mut cmd);
+            cmd
+        }
+        Stage::NoUnixSockets => {
+            let sbx = std::env::current_exe().context("finding sbx inside the sandbox")?;
             let mut cmd = Command::new(sbx);
             cmd.arg("__filter").arg("--").arg(program);
             cmd
         }
-        None => Command::new(program),
     };
     // Limits last: inherited by the command, not in the way of the setup.
     crate::limits::apply(limits)?;
@@ -118,11 +174,49 @@ pub fn run(
         Err(e) => std::process::exit(i32::from(super::spawn_failure(program, &e))),
     };
     let pid = Pid::from_raw(child.id() as i32);
+    let supervisor = match stage {
+        Stage::OwnSockets(ruleset, dir, (ours, theirs)) => {
+            drop((ruleset, theirs));
+            // Sent before the command's exec, which succeeded: there.
+            match sockets::receive_listener(&ours)? {
+                Some(listener) => Some(sockets::supervise(listener, dir)?),
+                None => bail!("the command started without its connect filter's listener"),
+            }
+        }
+        _ => None,
+    };
     let (signals, _mask) = super::signals::route_signals(true)?;
     let code =
         super::signals::wait_forwarding(pid, &signals, true, lifeline.as_ref().map(|f| f.as_fd()))?;
-    say_why(code, limits, network_hint);
+    say_why(code, limits, network_hint, supervisor.as_ref());
     std::process::exit(code)
+}
+
+/// How the command is started.
+enum Stage {
+    /// As it is.
+    Direct,
+    /// Through `sbx __filter`, which adds the Unix-socket rule.
+    NoUnixSockets,
+    /// With the socket ruleset enforced and the connect filter installed
+    /// between its fork and its exec: the ruleset, the socket directory,
+    /// and the socket pair over which the filter's listener comes (PID 1's
+    /// end, the command's).
+    OwnSockets(OwnedFd, sockets::SocketDir, (OwnedFd, OwnedFd)),
+}
+
+/// The socket pair over which the command's process sends PID 1 the
+/// listener of its connect filter before its exec: PID 1's end, then its
+/// own (both close on exec: the command keeps neither).
+fn socket_pair() -> Result<(OwnedFd, OwnedFd)> {
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+    socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .context("making the socket pair for the connect filter")
 }
 
 /// Mount the private config copies and leave the setup namespace. Started
@@ -140,8 +234,14 @@ fn set_up_copies(dir: &Path, configs: &[std::path::PathBuf], ready_fd: Option<i3
 }
 
 /// After the command, say what sbx knows of why it ended as it did: a
-/// limit that stopped it, the network it tried when it failed.
-fn say_why(code: i32, limits: &[String], network_hint: Option<&str>) {
+/// limit that stopped it, the network it tried when it failed, a Unix
+/// socket of the host it was refused.
+fn say_why(
+    code: i32,
+    limits: &[String],
+    network_hint: Option<&str>,
+    sockets: Option<&sockets::Supervisor>,
+) {
     if let Some(said) =
         super::signals::killed_by().and_then(|sig| crate::limits::stopped_by(sig, limits))
     {
@@ -149,6 +249,9 @@ fn say_why(code: i32, limits: &[String], network_hint: Option<&str>) {
     }
     if code != 0 {
         if let Some(said) = network_hint.and_then(|mode| network_tried(mode, net_counters())) {
+            eprintln!("sbx: {said}");
+        }
+        if let Some(said) = sockets.and_then(sockets::Supervisor::hint) {
             eprintln!("sbx: {said}");
         }
     }
@@ -344,9 +447,9 @@ fn check_no_capabilities() -> Result<()> {
 }
 
 /// Close every descriptor above 2 except `keep`.
-pub(super) fn close_inherited_fds(keep: Option<i32>) -> Result<()> {
+pub(super) fn close_inherited_fds(keep: &[i32]) -> Result<()> {
     let fds = crate::supervise::descriptors_above_stderr().context("listing /proc/self/fd")?;
-    for fd in fds.into_iter().filter(|&fd| Some(fd) != keep) {
+    for fd in fds.into_iter().filter(|fd| !keep.contains(fd)) {
         match nix::unistd::close(fd) {
             Ok(()) | Err(nix::errno::Errno::EBADF) => {}
             Err(e) => return Err(e).with_context(|| format!("closing inherited descriptor {fd}")),

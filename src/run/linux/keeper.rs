@@ -61,7 +61,7 @@ pub fn keep(
     // What sbx handed down for the stage is the stage's alone now. The
     // pipe from sbx is reopened through /proc (a new descriptor on it, so
     // that no raw descriptor is adopted) and its inherited number closed.
-    super::inner::close_inherited_fds(Some(parent_fd))?;
+    super::inner::close_inherited_fds(&[parent_fd])?;
     let parent = std::fs::File::open(format!("/proc/self/fd/{parent_fd}"))
         .context("reopening the pipe from sbx")?;
     nix::unistd::close(parent_fd).context("closing the pipe from sbx")?;

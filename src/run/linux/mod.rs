@@ -15,6 +15,7 @@ mod reduced;
 mod reduced_run;
 mod seccomp;
 mod signals;
+mod sockets;
 
 use std::cell::RefCell;
 use std::convert::Infallible;
@@ -288,12 +289,19 @@ pub fn landlock() -> Option<crate::backend::reduced::Landlock> {
 /// `sbx __inner`: the second stage, PID 1 of the sandbox.
 pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
     let opts = seccomp::Options {
-        allow_unix_sockets: args.allow_unix_sockets,
+        unix: match (args.unix_sockets, &args.socket_dir) {
+            (cli::UnixSocketsArg::Own, Some(_)) => seccomp::Unix::Own,
+            (cli::UnixSocketsArg::Allow, _) => seccomp::Unix::Allow,
+            _ => seccomp::Unix::Deny,
+        },
         network: seccomp::NetFilter::Namespace,
     };
     inner::run(
         &args.command,
         opts,
+        args.socket_dir
+            .as_deref()
+            .map(|dir| (dir, args.symlinks_in.as_slice())),
         args.ready_fd,
         args.proxy_socket.as_deref(),
         &args.limits,
@@ -305,11 +313,12 @@ pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
     .map(|never| match never {})
 }
 
-/// `sbx __filter -- CMD`: in allowlist mode PID 1 keeps Unix sockets (to
-/// reach the proxy), so the command gets the Unix-socket rule from here.
+/// `sbx __filter -- CMD`: in allowlist mode with Unix sockets denied, PID
+/// 1 keeps Unix sockets (to reach the proxy), so the command gets the
+/// Unix-socket rule from here.
 pub fn filter(command: &[OsString]) -> Result<ExitCode> {
     use std::os::unix::process::CommandExt;
-    seccomp::apply(&[seccomp::unix_socket_program()?])?;
+    seccomp::apply(&[seccomp::command_program(seccomp::Unix::Deny)?])?;
     let Some((program, args)) = command.split_first() else {
         bail!("no command given");
     };

@@ -101,7 +101,7 @@ pub fn run(args: ReducedArgs) -> Result<Infallible> {
     let Some((program, rest)) = args.command.split_first() else {
         bail!("no command given to the reduced stage");
     };
-    super::inner::close_inherited_fds(args.ready_fd)?;
+    super::inner::close_inherited_fds(args.ready_fd.as_slice())?;
     // As root (a container, a CI job), the command would otherwise keep
     // every capability: bubblewrap drops them in full mode.
     give_up_capabilities()?;
@@ -114,7 +114,11 @@ pub fn run(args: ReducedArgs) -> Result<Infallible> {
         bail!("the kernel enforces only part of the Landlock ruleset; the command was not run");
     }
     let opts = seccomp::Options {
-        allow_unix_sockets: args.allow_unix_sockets,
+        unix: if args.allow_unix_sockets {
+            seccomp::Unix::Allow
+        } else {
+            seccomp::Unix::Deny
+        },
         network: match net {
             Net::Deny => seccomp::NetFilter::Deny,
             Net::Proxy(_) => seccomp::NetFilter::TcpOnly,

@@ -24,10 +24,26 @@ use seccompiler::{
 /// What the filter leaves open.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
-    /// `unix_sockets = "allow"`: AF_UNIX `socket()` is not refused.
-    pub allow_unix_sockets: bool,
+    /// What becomes of Unix sockets.
+    pub unix: Unix,
     /// What the filter does about the network.
     pub network: NetFilter,
+}
+
+/// Unix sockets as the filter sees them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Unix {
+    /// AF_UNIX `socket()` is refused.
+    #[default]
+    Deny,
+    /// Stream and seqpacket sockets only (a datagram socket can `sendto`
+    /// any socket file, out of `connect()`'s reach), and `pidfd_getfd` is
+    /// left to PID 1, which needs it to connect for the command
+    /// (`sockets.rs`); the command's own filter refuses it again
+    /// ([`command_program`]).
+    Own,
+    /// `unix_sockets = "allow"`: nothing refused.
+    Allow,
 }
 
 /// The network as the filter sees it.
@@ -77,7 +93,9 @@ fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule> {
 fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for &nr in REFUSED {
-        rules.insert(nr, vec![]);
+        if !(nr == libc::SYS_pidfd_getfd && opts.unix == Unix::Own) {
+            rules.insert(nr, vec![]);
+        }
     }
     for nr in [libc::SYS_unshare, libc::SYS_clone] {
         rules.insert(nr, namespace_rules()?);
@@ -89,7 +107,7 @@ fn eperm_rules(opts: Options) -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
             rules.insert(nr, vec![]);
         }
     }
-    if opts.network == NetFilter::TcpOnly && !opts.allow_unix_sockets {
+    if opts.network == NetFilter::TcpOnly && opts.unix == Unix::Deny {
         // A TCP socket that listens without bind() is bound by the kernel
         // to a port of every address, out of Landlock's sight: the only
         // sockets here are TCP ones, and none may accept connections.
@@ -216,8 +234,10 @@ fn socket_rules(opts: Options) -> Result<Vec<SeccompRule>> {
     // are refused too: an unbound datagram socket can `sendto` any named
     // socket. Stream socketpairs stay (cargo, Python and Node use them).
     let mut socket_rules = vec![socket_family(libc::AF_VSOCK)?];
-    if !opts.allow_unix_sockets {
-        socket_rules.push(socket_family(libc::AF_UNIX)?);
+    match opts.unix {
+        Unix::Deny => socket_rules.push(socket_family(libc::AF_UNIX)?),
+        Unix::Own => socket_rules.extend(unix_types_but_streams()?),
+        Unix::Allow => {}
     }
     Ok(socket_rules)
 }
@@ -273,9 +293,14 @@ fn socket_family(family: libc::c_int) -> Result<SeccompRule> {
 
 /// The rules of `socketpair`.
 fn socketpair_rules() -> Result<Vec<SeccompRule>> {
+    unix_types_but_streams()
+}
+
+/// AF_UNIX with any type but stream and seqpacket: the kernel turns
+/// SOCK_RAW into a datagram socket, so a rule on SOCK_DGRAM alone is not
+/// enough.
+fn unix_types_but_streams() -> Result<Vec<SeccompRule>> {
     use SeccompCmpArgLen::Dword;
-    // Every type but stream and seqpacket: the kernel turns SOCK_RAW into a
-    // datagram socket, so a rule on SOCK_DGRAM alone is not enough.
     (0..16u64)
         .filter(|&t| t != libc::SOCK_STREAM as u64 && t != libc::SOCK_SEQPACKET as u64)
         .map(|t| {
@@ -339,19 +364,29 @@ pub fn programs(opts: Options) -> Result<Vec<BpfProgram>> {
     Ok(vec![abi_program(), enosys, eperm])
 }
 
-/// A filter with only the AF_UNIX `socket()` rule, for a command whose PID 1
-/// keeps Unix sockets to relay to the allowlist proxy.
-pub fn unix_socket_program() -> Result<BpfProgram> {
+/// What the `__filter` stage adds for the command to PID 1's filter:
+/// with `Unix::Deny` (allowlist mode, where PID 1 keeps Unix sockets to
+/// relay to the proxy) the AF_UNIX `socket()` rule; with `Unix::Own` the
+/// `pidfd_getfd` rule PID 1 left out for itself.
+pub fn command_program(unix: Unix) -> Result<BpfProgram> {
     let mut rules = BTreeMap::new();
-    rules.insert(
-        libc::SYS_socket,
-        vec![rule(vec![cond(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Eq,
-            libc::AF_UNIX as u64,
-        )?])?],
-    );
+    match unix {
+        Unix::Deny => {
+            rules.insert(
+                libc::SYS_socket,
+                vec![rule(vec![cond(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    libc::AF_UNIX as u64,
+                )?])?],
+            );
+        }
+        Unix::Own => {
+            rules.insert(libc::SYS_pidfd_getfd, vec![]);
+        }
+        Unix::Allow => {}
+    }
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -376,13 +411,9 @@ mod tests {
 
     #[test]
     fn programs_compile_for_both_socket_modes() {
-        for allow in [false, true] {
+        for unix in [Unix::Deny, Unix::Own, Unix::Allow] {
             for network in [NetFilter::Namespace, NetFilter::Deny, NetFilter::TcpOnly] {
-                let p = programs(Options {
-                    allow_unix_sockets: allow,
-                    network,
-                })
-                .unwrap();
+                let p = programs(Options { unix, network }).unwrap();
                 assert_eq!(p.len(), 3);
                 assert!(p.iter().all(|prog| !prog.is_empty() && prog.len() < 4096));
             }

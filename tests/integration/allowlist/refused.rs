@@ -339,8 +339,9 @@ fn unix_sockets_stay_refused_inside() {
     }
     let world = World::new();
     let server = Server::start("127.0.0.1", Kind::Http);
-    // PID 1 holds Unix sockets to the proxy; the command may neither make its
-    // own nor take PID 1's.
+    // PID 1 holds Unix sockets to the proxy; the command may not take PID
+    // 1's. Its own are stream and seqpacket ones (a datagram socket could
+    // send to any socket file); with `--unix-sockets deny`, none.
     let py = r#"
 import ctypes, os, socket
 for kind in ("SOCK_STREAM", "SOCK_DGRAM", "SOCK_SEQPACKET"):
@@ -363,9 +364,25 @@ print("TAKEN", taken)
     );
     let out = sbx_sh(&world, &["--allow-domain", &server.addr()], &script);
     assert_reached(&world, &out, "control");
+    if crate::util::contained() {
+        for kind in ["SOCK_STREAM", "SOCK_DGRAM", "SOCK_SEQPACKET"] {
+            assert_line(&out, &format!("UNIX-REFUSED {kind} 1"));
+        }
+    } else {
+        assert_line(&out, "UNIX-OK SOCK_STREAM");
+        assert_line(&out, "UNIX-REFUSED SOCK_DGRAM 1");
+        assert_line(&out, "UNIX-OK SOCK_SEQPACKET");
+    }
+    assert_line(&out, "INET-OK");
+    assert_line(&out, "TAKEN []");
+    let out = sbx_sh(
+        &world,
+        &["--allow-domain", &server.addr(), "--unix-sockets", "deny"],
+        &script,
+    );
+    assert_reached(&world, &out, "control");
     for kind in ["SOCK_STREAM", "SOCK_DGRAM", "SOCK_SEQPACKET"] {
         assert_line(&out, &format!("UNIX-REFUSED {kind} 1"));
     }
-    assert_line(&out, "INET-OK");
     assert_line(&out, "TAKEN []");
 }

@@ -88,6 +88,8 @@ impl Drop for UnixSockets {
     }
 }
 
+/// `unix_sockets = "deny"` in the user's config: no Unix socket at all
+/// (the defaults' own sockets: `unix_sockets.rs`).
 #[test]
 fn host_unix_sockets_are_unreachable() {
     require_sandbox!();
@@ -95,6 +97,7 @@ fn host_unix_sockets_are_unreachable() {
         return;
     }
     let world = World::new();
+    world.user_config("[sandbox]\nunix_sockets = \"deny\"\n");
     let socks = UnixSockets::new(&world);
     let args = socks.args();
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
