@@ -62,6 +62,15 @@ pub(super) const TOOL_CACHES: &[(&str, &str, &[&str], Option<&str>)] = &[
     ),
 ];
 
+/// Tools whose cache only a fetch writes, redirected like [`TOOL_CACHES`]
+/// only when the network is open: with it denied they work offline from
+/// the user's own cache, read-only, and a cache of sbx's would be empty.
+/// Cargo has no variable for its registry alone: its whole home moves
+/// (its `config.toml` is still found above the project, `cargo install`s
+/// go to the new home's `bin`).
+pub(super) const FETCH_CACHES: &[(&str, &str, &[&str], Option<&str>)] =
+    &[("CARGO_HOME", "cargo", &[".cargo/registry"], None)];
+
 /// Coding agents' own tokens, each with the agent's state directory. A
 /// command the agent runs never needs them, so they are hidden like any
 /// credential, unless the user's own configuration or flags make that state

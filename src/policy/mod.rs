@@ -312,7 +312,8 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         let roots = writable::roots(&s, &places, flags.project.is_some());
         warnings.extend(roots.warnings);
         asked = roots.asked;
-        (writable, tool_caches) = writable::with_tool_caches(roots.paths, &places);
+        let network_open = s.network != NetworkMode::Deny;
+        (writable, tool_caches) = writable::with_tool_caches(roots.paths, &places, network_open);
     }
     let own_sockets = own_sockets::plan(&s, host, &writable, &asked);
     let mut credentials = credentials::listed(&s, &places, &writable);

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::lists::TOOL_CACHES;
+use super::lists::{FETCH_CACHES, TOOL_CACHES};
 use super::settings::Settings;
 use super::{Host, Places};
 use crate::config::Source;
@@ -176,6 +176,7 @@ pub(super) type ToolCache = (String, PathBuf, Option<String>);
 pub(super) fn with_tool_caches(
     mut writable: Vec<PathBuf>,
     places: &Places,
+    network_open: bool,
 ) -> (Vec<PathBuf>, Vec<ToolCache>) {
     let host: &Host = places.host;
     let mut caches = Vec::new();
@@ -188,7 +189,8 @@ pub(super) fn with_tool_caches(
         // holds sbx's own state), and so would be the caches in it.
         .filter(|b| !writable.iter().any(|w| b.starts_with(w)));
     if let Some(base) = &base {
-        for (var, name, defaults, file) in TOOL_CACHES {
+        let fetch: &[_] = if network_open { FETCH_CACHES } else { &[] };
+        for (var, name, defaults, file) in TOOL_CACHES.iter().chain(fetch) {
             let writable_now = defaults.iter().any(|rel| {
                 let default = places
                     .real(&places.home.join(rel))

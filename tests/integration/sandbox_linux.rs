@@ -124,4 +124,5 @@ mod files;
 mod network;
 mod processes;
 mod seccomp;
+mod toolchains;
 mod unix_sockets;
