@@ -368,13 +368,11 @@ mod tests {
     const SBX: &str = "/usr/local/bin/sbx";
 
     fn plan(policy: &Policy) -> Plan {
-        render(
-            policy,
-            Path::new(BWRAP),
-            Path::new(SBX),
-            None,
-            PerRun::default(),
-        )
+        plan_with(policy, PerRun::default())
+    }
+
+    fn plan_with(policy: &Policy, per_run: PerRun) -> Plan {
+        render(policy, Path::new(BWRAP), Path::new(SBX), None, per_run)
     }
 
     fn golden(name: &str, actual: &str) {
@@ -528,13 +526,7 @@ mod tests {
             copies: None,
             sockets: Some(dir),
         };
-        let a = args(&render(
-            &policy,
-            Path::new(BWRAP),
-            Path::new(SBX),
-            None,
-            per_run,
-        ));
+        let a = args(&plan_with(&policy, per_run));
         // A tmpfs of its own, after the writable roots; the command's
         // TMPDIR; and the inner stage told where sockets and links may go.
         let mounted = find(&a, &["--tmpfs", "/tmp/sbx-1000"]);
@@ -559,13 +551,7 @@ mod tests {
         assert!(!a.contains(&"TMPDIR".to_string()));
         // Nor when the policy gives none, directory or not.
         policy.own_sockets = None;
-        let a = args(&render(
-            &policy,
-            Path::new(BWRAP),
-            Path::new(SBX),
-            None,
-            per_run,
-        ));
+        let a = args(&plan_with(&policy, per_run));
         assert!(!a.contains(&"--unix-sockets".to_string()));
         assert!(!a.contains(&"/tmp/sbx-1000".to_string()));
         policy.unix_sockets = UnixSockets::Allow;

@@ -77,19 +77,7 @@ pub fn run(
     // Made before anything else, so that without it the command's sockets
     // fall back to none, PID 1's filter included.
     let ruleset = match (opts.unix, sockets) {
-        (Unix::Own, Some((path, symlinks))) => {
-            let made = sockets::open_socket_dir(path).and_then(|dir| {
-                let ruleset = sockets::socket_ruleset(&dir, symlinks)?;
-                Ok((ruleset, dir))
-            });
-            match made {
-                Ok(made) => Some(made),
-                Err(e) => {
-                    eprintln!("sbx: the command's own Unix sockets are refused in this run: they cannot be kept in {} ({e:#})", path.display());
-                    None
-                }
-            }
-        }
+        (Unix::Own, Some((path, symlinks))) => own_sockets(path, symlinks),
         _ => None,
     };
     let asked = match (opts.unix, &ruleset) {
@@ -123,7 +111,40 @@ pub fn run(
             .is_ok_and(|m| m.file_type().is_fifo())
             .then_some(fd)
     });
-    // The socket ruleset and directory are sbx's own, opened above.
+    let stage = close_and_stage(asked, proxy_socket, ruleset, lifeline_fd)?;
+    let lifeline = match lifeline_fd {
+        Some(fd) => report_ready(fd)?,
+        None => None,
+    };
+
+    // The command starts with the signal mask sbx was started with (std
+    // resets SIGPIPE, not the mask), so signals are routed only after the
+    // spawn. The filter and no_new_privs are inherited.
+    let mut cmd = stage.command(program)?;
+    // Limits last: inherited by the command, not in the way of the setup.
+    crate::limits::apply(limits)?;
+    let child = match cmd.args(args).spawn() {
+        Ok(child) => child,
+        Err(e) => std::process::exit(i32::from(super::spawn_failure(program, &e))),
+    };
+    let pid = Pid::from_raw(child.id() as i32);
+    let supervisor = stage.supervise()?;
+    let (signals, _mask) = super::signals::route_signals(true)?;
+    let code =
+        super::signals::wait_forwarding(pid, &signals, true, lifeline.as_ref().map(|f| f.as_fd()))?;
+    say_why(code, limits, network_hint, supervisor.as_ref());
+    std::process::exit(code)
+}
+
+/// Close every inherited descriptor but the lifeline and sbx's own (the
+/// socket ruleset and directory, opened above), start the proxy relay, and
+/// say how the command starts.
+fn close_and_stage(
+    asked: Unix,
+    proxy_socket: Option<&Path>,
+    ruleset: Option<(OwnedFd, sockets::SocketDir)>,
+    lifeline_fd: Option<i32>,
+) -> Result<Stage> {
     let keep: Vec<i32> = lifeline_fd
         .into_iter()
         .chain(
@@ -136,60 +157,34 @@ pub fn run(
     if let Some(socket) = proxy_socket {
         start_relay(socket)?;
     }
-    let stage = match (asked, proxy_socket) {
+    Ok(match (asked, proxy_socket) {
         (Unix::Own, _) => match ruleset {
             Some((ruleset, dir)) => Stage::OwnSockets(ruleset, dir, socket_pair()?),
             None => Stage::Direct,
         },
         (Unix::Deny, Some(_)) => Stage::NoUnixSockets,
         _ => Stage::Direct,
-    };
-    let lifeline = match lifeline_fd {
-        Some(fd) => report_ready(fd)?,
-        None => None,
-    };
+    })
+}
 
-    // The command starts with the signal mask sbx was started with (std
-    // resets SIGPIPE, not the mask), so signals are routed only after the
-    // spawn. The filter and no_new_privs are inherited.
-    let mut cmd = match &stage {
-        Stage::Direct => Command::new(program),
-        Stage::OwnSockets(ruleset, _, (_, theirs)) => {
-            let mut cmd = Command::new(program);
-            let ruleset = ruleset.try_clone().context("the socket ruleset")?;
-            sockets::CommandFilters::new(ruleset, theirs.as_raw_fd())?.install_in(&mut cmd);
-            cmd
-        }
-        Stage::NoUnixSockets => {
-            let sbx = std::env::current_exe().context("finding sbx inside the sandbox")?;
-            let mut cmd = Command::new(sbx);
-            cmd.arg("__filter").arg("--").arg(program);
-            cmd
-        }
-    };
-    // Limits last: inherited by the command, not in the way of the setup.
-    crate::limits::apply(limits)?;
-    let child = match cmd.args(args).spawn() {
-        Ok(child) => child,
-        Err(e) => std::process::exit(i32::from(super::spawn_failure(program, &e))),
-    };
-    let pid = Pid::from_raw(child.id() as i32);
-    let supervisor = match stage {
-        Stage::OwnSockets(ruleset, dir, (ours, theirs)) => {
-            drop((ruleset, theirs));
-            // Sent before the command's exec, which succeeded: there.
-            match sockets::receive_listener(&ours)? {
-                Some(listener) => Some(sockets::supervise(listener, dir)?),
-                None => bail!("the command started without its connect filter's listener"),
-            }
-        }
-        _ => None,
-    };
-    let (signals, _mask) = super::signals::route_signals(true)?;
-    let code =
-        super::signals::wait_forwarding(pid, &signals, true, lifeline.as_ref().map(|f| f.as_fd()))?;
-    say_why(code, limits, network_hint, supervisor.as_ref());
-    std::process::exit(code)
+/// The socket directory and the command's Landlock ruleset for its own
+/// sockets; `None`, said, where they cannot be had (the command then gets
+/// no Unix socket).
+fn own_sockets(
+    path: &Path,
+    symlinks: &[std::path::PathBuf],
+) -> Option<(OwnedFd, sockets::SocketDir)> {
+    let made = sockets::open_socket_dir(path).and_then(|dir| {
+        let ruleset = sockets::socket_ruleset(&dir, symlinks)?;
+        Ok((ruleset, dir))
+    });
+    made.map_err(|e| {
+        eprintln!(
+            "sbx: the command's own Unix sockets are refused in this run: they cannot be kept in {} ({e:#})",
+            path.display()
+        );
+    })
+    .ok()
 }
 
 /// How the command is started.
@@ -203,6 +198,43 @@ enum Stage {
     /// and the socket pair over which the filter's listener comes (PID 1's
     /// end, the command's).
     OwnSockets(OwnedFd, sockets::SocketDir, (OwnedFd, OwnedFd)),
+}
+
+impl Stage {
+    /// The command as it is started: `program` itself (with the connect
+    /// filter installed between its fork and its exec, for own sockets),
+    /// or through `sbx __filter`.
+    fn command(&self, program: &OsString) -> Result<Command> {
+        Ok(match self {
+            Stage::Direct => Command::new(program),
+            Stage::OwnSockets(ruleset, _, (_, theirs)) => {
+                let mut cmd = Command::new(program);
+                let ruleset = ruleset.try_clone().context("the socket ruleset")?;
+                sockets::CommandFilters::new(ruleset, theirs.as_raw_fd())?.install_in(&mut cmd);
+                cmd
+            }
+            Stage::NoUnixSockets => {
+                let sbx = std::env::current_exe().context("finding sbx inside the sandbox")?;
+                let mut cmd = Command::new(sbx);
+                cmd.arg("__filter").arg("--").arg(program);
+                cmd
+            }
+        })
+    }
+
+    /// Once the command is spawned: for own sockets, the supervisor that
+    /// decides its connections.
+    fn supervise(self) -> Result<Option<sockets::Supervisor>> {
+        let Stage::OwnSockets(ruleset, dir, (ours, theirs)) = self else {
+            return Ok(None);
+        };
+        drop((ruleset, theirs));
+        // Sent before the command's exec, which succeeded: there.
+        match sockets::receive_listener(&ours)? {
+            Some(listener) => Ok(Some(sockets::supervise(listener, dir)?)),
+            None => bail!("the command started without its connect filter's listener"),
+        }
+    }
 }
 
 /// The socket pair over which the command's process sends PID 1 the

@@ -160,6 +160,15 @@ fn own_sockets_as_expected(out: &Output) {
     }
 }
 
+/// Wait until `path` exists (the command's sign that it is ready), up to
+/// the deadline.
+fn wait_for(path: &Path) {
+    let start = Instant::now();
+    while !path.exists() && start.elapsed() < util::DEADLINE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A directory in /tmp where a host program looks for its server (as tmux
 /// does in `/tmp/tmux-UID`), removed on drop; nothing may appear in it.
 struct Rendezvous(PathBuf);
@@ -240,10 +249,7 @@ fn own_sockets_connect_and_the_hosts_stay_out_of_reach() {
     // The socket made on the host during the run, once the command waits
     // for it.
     let up = world.project.join("up");
-    let start = Instant::now();
-    while !up.exists() && start.elapsed() < util::DEADLINE {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&up);
     let later = SocketFile::at(later);
     std::fs::write(world.project.join("go"), "").unwrap();
     let out = child.wait_with_output().unwrap();
@@ -451,10 +457,7 @@ except BlockingIOError:
         .stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     let up = world.project.join("up");
-    let start = Instant::now();
-    while !up.exists() && start.elapsed() < util::DEADLINE {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&up);
     let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
     let dir = PathBuf::from(format!("/tmp/sbx-{}", uid.unwrap()));
     let on_host: Vec<_> = std::fs::read_dir(&dir)
