@@ -21,6 +21,28 @@ fn in_a_repository(script: &str) -> (World, Output) {
     (world, out)
 }
 
+/// A repository the command prepares outside the project, in the host's
+/// /tmp (writable in the sandbox): a name of its own per test, removed
+/// when the test ends.
+struct Elsewhere(String);
+
+impl Elsewhere {
+    fn new() -> Elsewhere {
+        Elsewhere(format!("/tmp/sbx-evil-{}.git", unique(41)))
+    }
+
+    /// `script` with `EVIL` standing for the repository's path.
+    fn put(&self, script: &str) -> String {
+        script.replace("EVIL", &self.0)
+    }
+}
+
+impl Drop for Elsewhere {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// `core.fsmonitor` / hook text that writes the marker.
 fn planted(world: &World) -> String {
     format!("touch {}", shq_path(&git_marker(world)))
@@ -269,10 +291,13 @@ fn a_nested_repository_made_by_a_killed_run_is_moved_aside_by_the_next() {
 fn a_git_file_made_by_a_killed_run_in_a_plain_project_is_moved_aside() {
     require_sandbox!();
     let world = World::new();
+    let evil = Elsewhere::new();
     let mut child = killed_after_up(
         &world,
-        r#"git init -q --bare /tmp/evil-$$ && git --git-dir=/tmp/evil-$$ config core.fsmonitor "$1"
-printf 'gitdir: /tmp/evil-%s\n' $$ > .git; echo up > up; sleep 30"#,
+        &evil.put(
+            r#"git init -q --bare EVIL && git --git-dir=EVIL config core.fsmonitor "$1"
+printf 'gitdir: EVIL\n' > .git; echo up > up; sleep 30"#,
+        ),
         &[&planted(&world)],
     );
     let _ = child.wait();
@@ -391,12 +416,14 @@ printf '[core]\n\tfsmonitor = "%s"\n' "$1" > .git/config.worktree"#,
         ),
         (
             "pushremote",
-            r#"git init -q --bare /tmp/evil-$$.git && printf '#!/bin/sh\n%s\n' "$1" > /tmp/evil-$$.git/hooks/pre-receive && chmod +x /tmp/evil-$$.git/hooks/pre-receive
-git remote add origin https://example.invalid/r.git && git config branch.main.remote origin && git config branch.main.pushremote /tmp/evil-$$.git"#,
+            r#"git init -q --bare EVIL && printf '#!/bin/sh\n%s\n' "$1" > EVIL/hooks/pre-receive && chmod +x EVIL/hooks/pre-receive
+git remote add origin https://example.invalid/r.git && git config branch.main.remote origin && git config branch.main.pushremote EVIL"#,
         ),
     ] {
         let world = World::new();
         world.git_repo();
+        let evil = Elsewhere::new();
+        let script = evil.put(script);
         let out = sbx_sh(
             &world,
             &world.project,
@@ -637,12 +664,13 @@ git commit -q --allow-empty -m x; cd ../..; git add -f node_modules/x; git commi
 #[test]
 fn git_s_older_remote_files_are_protected() {
     require_sandbox!();
-    let (world, out) = in_a_repository(
-        r#"git init -q --bare /tmp/evil-$$.git && printf '#!/bin/sh\n%s\n' "$1" > /tmp/evil-$$.git/hooks/pre-receive && chmod +x /tmp/evil-$$.git/hooks/pre-receive
-mkdir -p .git/remotes 2>/dev/null; printf 'URL: /tmp/evil-%s.git\n' $$ > .git/remotes/evil 2>/dev/null
-printf '/tmp/evil-%s.git\n' $$ > .git/branches/evil2 2>/dev/null
+    let evil = Elsewhere::new();
+    let (world, out) = in_a_repository(&evil.put(
+        r#"git init -q --bare EVIL && printf '#!/bin/sh\n%s\n' "$1" > EVIL/hooks/pre-receive && chmod +x EVIL/hooks/pre-receive
+mkdir -p .git/remotes 2>/dev/null; printf 'URL: EVIL\n' > .git/remotes/evil 2>/dev/null
+printf 'EVIL\n' > .git/branches/evil2 2>/dev/null
 echo DONE"#,
-    );
+    ));
     assert!(stdout(&out).contains("DONE"), "{}", both(&out));
     for remote in ["evil", "evil2"] {
         let _ = world
