@@ -328,10 +328,11 @@ impl Profile {
             self.section("\"runs later\" paths: not writable, not even creatable");
             for prot in &policy.protected {
                 let expr = self.path_expr("PROTECTED", &prot.path)?;
-                self.rule(
-                    "deny file-write*",
-                    &[format!("(literal {expr})"), format!("(subpath {expr})")],
-                );
+                let mut filters = vec![format!("(literal {expr})"), format!("(subpath {expr})")];
+                // In any letter case too: `.VSCODE/tasks.json` is VS Code's
+                // file on a case-insensitive volume.
+                filters.extend(self.any_case(&prot.path)?);
+                self.rule("deny file-write*", &filters);
                 guarded.push(Guarded::Path(prot.path.clone()));
             }
         }
@@ -521,8 +522,11 @@ impl Profile {
                 format!(r##"(regex (string-append "^" (regex-quote {expr}) #"{tail}"))"##)
             }
         };
+        // Files only: `python -m venv .env` makes a directory of that name
+        // (Linux leaves such a directory alone too). A path being created
+        // whose type is unknown stays denied.
         let text = format!(
-            "(deny {ENV_OPS}\n  (require-all\n    {}\n    (require-not {})))",
+            "(deny {ENV_OPS}\n  (require-all\n    {}\n    (require-not {})\n    (require-not (vnode-type DIRECTORY))))",
             regex(ENV_REGEX),
             regex(ENV_TEMPLATE_REGEX)
         );

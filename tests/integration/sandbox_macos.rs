@@ -70,6 +70,15 @@
 //! 14. Keychain: `security` cannot reach SecurityServer without a network
 //!     mode; with `network = "allow"` (which grants SecurityServer for TLS)
 //!     the file deny on `~/Library/Keychains` is what keeps items unreadable.
+//! 15. A `regex` deny built from `regex-quote` of the project root and a
+//!     character-class tail stops the creation of `.VSCODE/tasks.json` and
+//!     other spellings of a "runs later" path (the root part stays
+//!     case-sensitive, as the `literal` rules are)
+//!     (`runs_later_paths_in_another_case_cannot_be_created`).
+//! 16. `(require-not (vnode-type DIRECTORY))` exempts an existing or
+//!     newly made directory named `.env` from the `.env` deny, and a file
+//!     being created there is still denied
+//!     (`a_directory_named_env_is_usable`).
 
 use std::io::Read;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};

@@ -77,6 +77,52 @@ fn constant_suffix(rel: &Path) -> Option<&'static str> {
         .and_then(Path::to_str)
 }
 
+/// One of sbx's constant suffixes (`.vscode`, `.git/hooks`) as the tail of
+/// a regex that matches it in any letter case, and anything beneath it:
+/// `/\.[vV][sS][cC][oO][dD][eE](/|$)`. macOS file systems ignore case by
+/// default, so `.VSCODE/tasks.json` is the file VS Code reads, and a
+/// literal rule would not stop its creation.
+pub(super) fn any_case_tail(suffix: &str) -> String {
+    let mut out = String::from("/");
+    for c in suffix.chars() {
+        if c.is_ascii_alphabetic() {
+            out.push('[');
+            out.push(c.to_ascii_lowercase());
+            out.push(c.to_ascii_uppercase());
+            out.push(']');
+        } else if ".+()[]{}^$|?*\\".contains(c) {
+            out.push('\\');
+            out.push(c);
+        } else {
+            out.push(c);
+        }
+    }
+    out.push_str("(/|$)");
+    out
+}
+
+/// Every regex tail [`any_case_tail`] can make: one per constant suffix
+/// (for the profile checks).
+#[cfg(test)]
+pub(super) fn any_case_tails() -> Vec<String> {
+    let lists = [
+        CREDENTIALS,
+        CREDENTIALS_MACOS,
+        PROJECT_PROTECTED,
+        HOME_PROTECTED,
+    ];
+    let tokens = AGENT_TOKENS.iter().map(|(_, token)| token);
+    lists
+        .into_iter()
+        .flatten()
+        .chain(tokens)
+        .flat_map(|entry| Path::new(*entry).ancestors())
+        .filter_map(Path::to_str)
+        .filter(|a| !a.is_empty())
+        .map(any_case_tail)
+        .collect()
+}
+
 /// `(KIND "NAME")` for each of sbx's constant `names`, quoted.
 pub(super) fn quoted(kind: &str, names: &[&str]) -> Result<Vec<String>> {
     names
@@ -127,6 +173,24 @@ impl Profile {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'));
         self.params.push((name.to_string(), value));
         Ok(param_ref(name))
+    }
+
+    /// For a path that is a base (the project, home) plus one of sbx's
+    /// constant suffixes, a filter matching it, and anything beneath it, in
+    /// any letter case; `None` for any other path.
+    pub(super) fn any_case(&mut self, path: &Path) -> Result<Option<String>> {
+        let bases = self.bases.clone();
+        for (name, base) in bases.iter().filter(|(_, b)| b.parent().is_some()) {
+            let suffix = path.strip_prefix(base).ok().and_then(constant_suffix);
+            if let Some(suffix) = suffix {
+                let expr = self.named(name, base)?;
+                let tail = any_case_tail(suffix);
+                return Ok(Some(format!(
+                    r##"(regex (string-append "^" (regex-quote {expr}) #"{tail}"))"##
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// The profile expression for a host path: an existing parameter with the

@@ -70,6 +70,8 @@ fn check_regex_literals(forms: &[Sx]) {
     // Host paths: only as parameter values. Regex literals are sbx's own
     // constants, whatever the paths.
     let root_env = [format!("^{ENV_REGEX}"), format!("^{ENV_TEMPLATE_REGEX}")];
+    // "Runs later" paths in any letter case: built from sbx's own names.
+    let any_case = super::super::escape::any_case_tails();
     for raw in forms.iter().flat_map(Sx::raws) {
         let known = [
             ENV_REGEX,
@@ -79,7 +81,7 @@ fn check_regex_literals(forms: &[Sx]) {
             r"^/private/(tmp|var/run)/com\.apple\.launchd\.[^/]+/Listeners$",
         ];
         assert!(
-            known.contains(&raw.as_str()) || root_env.contains(&raw),
+            known.contains(&raw.as_str()) || root_env.contains(&raw) || any_case.contains(&raw),
             "unexpected regex literal {raw}"
         );
     }

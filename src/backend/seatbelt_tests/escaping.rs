@@ -146,3 +146,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn runs_later_names_match_in_any_case() {
+    use super::super::escape::any_case_tail;
+    assert_eq!(
+        any_case_tail(".git/hooks"),
+        r"/\.[gG][iI][tT]/[hH][oO][oO][kK][sS](/|$)"
+    );
+    assert_eq!(
+        any_case_tail(".devcontainer.json"),
+        r"/\.[dD][eE][vV][cC][oO][nN][tT][aA][iI][nN][eE][rR]\.[jJ][sS][oO][nN](/|$)"
+    );
+    // Every constant suffix gives a regex with no character left to
+    // mean anything but itself.
+    for tail in super::super::escape::any_case_tails() {
+        let bare = tail.trim_end_matches("(/|$)");
+        assert!(
+            !bare.contains(['(', ')', '|', '*', '+', '?', '{', '^', '$']),
+            "{tail}"
+        );
+    }
+}

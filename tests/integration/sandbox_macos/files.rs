@@ -414,6 +414,84 @@ fn missing_runs_later_paths_cannot_be_created() {
     );
 }
 
+/// macOS volumes ignore letter case by default: `.VSCODE/tasks.json` is
+/// the file VS Code reads. The "runs later" denials match any case.
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn runs_later_paths_in_another_case_cannot_be_created() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let out = Seatbelt.run_sh(
+        &world,
+        "mkdir -p .VSCODE ; echo '{}' > .VSCODE/tasks.json
+         mkdir -p .Claude ; echo '{}' > .Claude/settings.json
+         echo 'touch \"$HOME/SBX_PWN\"' > .EnvRC
+         echo '{}' > .MCP.json
+         mkdir -p .GIT/HOOKS ; echo x > .GIT/HOOKS/pre-push
+         echo ok > control.txt",
+    );
+    let made: Vec<String> = std::fs::read_dir(&world.project)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_lowercase())
+        .collect();
+    for p in [".vscode", ".claude", ".envrc", ".mcp.json"] {
+        assert!(
+            !made.contains(&p.to_string()),
+            "{p} was made\n{}",
+            both(&out)
+        );
+    }
+    let hooks = world.project.join(".git/hooks");
+    assert!(
+        !std::fs::read_dir(&hooks)
+            .map(|d| d.flatten().any(|e| e
+                .file_name()
+                .to_string_lossy()
+                .eq_ignore_ascii_case("pre-push")))
+            .unwrap_or(false),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        world.project.join("control.txt").is_file(),
+        "{}",
+        both(&out)
+    );
+}
+
+/// A directory named `.env` (`python -m venv .env`) is not a `.env` file:
+/// it can be made and used, while `.env` files stay hidden.
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn a_directory_named_env_is_usable() {
+    require_sandbox!();
+    let world = World::new();
+    scenarios::plant_env_files(&world);
+    let out = Seatbelt.run_sh(
+        &world,
+        "mkdir -p tool/.env/bin && printf '#!/bin/sh\\necho RAN-FROM-ENV-DIR\\n' > tool/.env/bin/python
+         chmod +x tool/.env/bin/python && tool/.env/bin/python
+         ls tool/.env
+         cat .env sub/.env.local",
+    );
+    assert_line(&out, "RAN-FROM-ENV-DIR");
+    assert_line(&out, "bin");
+    assert_no_secret(&out);
+    assert!(
+        world.project.join("tool/.env/bin/python").is_file(),
+        "{}",
+        both(&out)
+    );
+}
+
 #[test]
 #[cfg_attr(
     not(target_os = "macos"),
