@@ -174,6 +174,10 @@ fn own_sockets(
     path: &Path,
     symlinks: &[std::path::PathBuf],
 ) -> Option<(OwnedFd, sockets::SocketDir)> {
+    if let Err(e) = sockets::callers_readable() {
+        eprintln!("sbx: the command's own Unix sockets are refused in this run: {e:#}");
+        return None;
+    }
     let made = sockets::open_socket_dir(path).and_then(|dir| {
         let ruleset = sockets::socket_ruleset(&dir, symlinks)?;
         Ok((ruleset, dir))

@@ -124,6 +124,27 @@ pub struct SocketDir {
     mount: u64,
 }
 
+/// Whether PID 1 may read its callers' memory, as deciding each
+/// `connect()` needs: Yama's `ptrace_scope` 2 or 3 (admin-only attach, or
+/// none) forbids it even to an ancestor, and every connection, TCP ones
+/// included, would then fail. The command then gets no Unix sockets of its
+/// own instead.
+pub fn callers_readable() -> Result<()> {
+    match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
+        Ok(text) => ptrace_scope_allows(&text),
+        // No Yama: only the usual checks, which PID 1 passes.
+        Err(_) => Ok(()),
+    }
+}
+
+fn ptrace_scope_allows(text: &str) -> Result<()> {
+    match text.trim().parse::<u32>() {
+        Ok(scope) if scope < 2 => Ok(()),
+        Ok(scope) => bail!("Yama's ptrace_scope is {scope}, so sbx's PID 1 may not read the address each connect() names"),
+        Err(_) => bail!("Yama's ptrace_scope cannot be read"),
+    }
+}
+
 /// Open the socket directory: it must be, right now, the root of a tmpfs
 /// mount (bubblewrap's, of this sandbox), not a link nor a directory of the
 /// host's swapped in before the mount was made.
@@ -708,6 +729,15 @@ fn connect_raw(socket: &OwnedFd, address: &[u8]) -> Result<(), Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yama_ptrace_scope_two_or_more_means_no_own_sockets() {
+        assert!(ptrace_scope_allows("0\n").is_ok());
+        assert!(ptrace_scope_allows("1\n").is_ok());
+        assert!(ptrace_scope_allows("2\n").is_err());
+        assert!(ptrace_scope_allows("3").is_err());
+        assert!(ptrace_scope_allows("x").is_err());
+    }
 
     /// A fresh tmpfs is told from a bind of a host directory that lies on
     /// a tmpfs (what a process outside the sandbox could swap in at the
