@@ -60,7 +60,7 @@ fn param_value(path: &Path) -> Result<String> {
 /// The relative paths sbx itself names below the home directory or the
 /// project, and each of their parents: the only suffixes ever appended to a
 /// parameter with `string-append`.
-fn constant_suffix(rel: &Path) -> Option<&'static str> {
+fn constant_suffixes() -> impl Iterator<Item = &'static str> {
     let lists = [
         CREDENTIALS,
         CREDENTIALS_MACOS,
@@ -73,8 +73,13 @@ fn constant_suffix(rel: &Path) -> Option<&'static str> {
         .flatten()
         .chain(tokens)
         .flat_map(|entry| Path::new(*entry).ancestors())
-        .find(|a| *a == rel && !a.as_os_str().is_empty())
-        .and_then(Path::to_str)
+        .filter_map(Path::to_str)
+        .filter(|a| !a.is_empty())
+}
+
+/// `rel` if it is one of [`constant_suffixes`].
+fn constant_suffix(rel: &Path) -> Option<&'static str> {
+    constant_suffixes().find(|a| Path::new(a) == rel)
 }
 
 /// One of sbx's constant suffixes (`.vscode`, `.git/hooks`) as the tail of
@@ -105,22 +110,7 @@ pub(super) fn any_case_tail(suffix: &str) -> String {
 /// (for the profile checks).
 #[cfg(test)]
 pub(super) fn any_case_tails() -> Vec<String> {
-    let lists = [
-        CREDENTIALS,
-        CREDENTIALS_MACOS,
-        PROJECT_PROTECTED,
-        HOME_PROTECTED,
-    ];
-    let tokens = AGENT_TOKENS.iter().map(|(_, token)| token);
-    lists
-        .into_iter()
-        .flatten()
-        .chain(tokens)
-        .flat_map(|entry| Path::new(*entry).ancestors())
-        .filter_map(Path::to_str)
-        .filter(|a| !a.is_empty())
-        .map(any_case_tail)
-        .collect()
+    constant_suffixes().map(any_case_tail).collect()
 }
 
 /// `(KIND "NAME")` for each of sbx's constant `names`, quoted.

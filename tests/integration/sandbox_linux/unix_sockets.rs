@@ -160,13 +160,20 @@ fn own_sockets_as_expected(out: &Output) {
     }
 }
 
-/// Wait until `path` exists (the command's sign that it is ready), up to
-/// the deadline.
-fn wait_for(path: &Path) {
+/// Start `cmd` (stdin closed, output captured) and wait until `path`
+/// exists, the command's sign that it is ready, up to the deadline.
+fn started_until(mut cmd: Command, path: &Path) -> std::process::Child {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let start = Instant::now();
     while !path.exists() && start.elapsed() < util::DEADLINE {
         std::thread::sleep(Duration::from_millis(20));
     }
+    child
 }
 
 /// A directory in /tmp where a host program looks for its server (as tmux
@@ -241,15 +248,11 @@ fn own_sockets_connect_and_the_hosts_stay_out_of_reach() {
     cmd.arg("run")
         .arg("--")
         .args(&argv)
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    // The socket made on the host during the run, once the command waits
-    // for it.
+        .env("XDG_RUNTIME_DIR", &runtime);
     let up = world.project.join("up");
-    wait_for(&up);
+    let child = started_until(cmd, &up);
+    // The socket made on the host during the run, now that the command
+    // waits for it.
     let later = SocketFile::at(later);
     std::fs::write(world.project.join("go"), "").unwrap();
     let out = child.wait_with_output().unwrap();
@@ -449,15 +452,9 @@ except BlockingIOError:
     print("A-GOT-NONE", flush=True)
 "#;
     let mut cmd = world.sbx_std();
-    cmd.args(["run", "--"])
-        .arg(python())
-        .args(["-c", first])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap();
+    cmd.args(["run", "--"]).arg(python()).args(["-c", first]);
     let up = world.project.join("up");
-    wait_for(&up);
+    let child = started_until(cmd, &up);
     let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
     let dir = PathBuf::from(format!("/tmp/sbx-{}", uid.unwrap()));
     let on_host: Vec<_> = std::fs::read_dir(&dir)
