@@ -64,12 +64,28 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
         Some(Cmd::Filter { command }) => run::filter(&command),
         Some(Cmd::Guard { cache }) => run::guard(&cache),
         Some(Cmd::Connect { host, port }) => crate::proxy::connect_stdio(&host, port),
+        Some(Cmd::Watch {
+            detach,
+            cache,
+            max_watches,
+            root,
+        }) => watch(&root, &cache, detach, max_watches),
         Some(Cmd::Probe {
             write,
             read,
             connect,
         }) => Ok(crate::check::probe(&write, &read, &connect)),
     }
+}
+
+#[cfg(target_os = "linux")]
+fn watch(root: &Path, cache: &Path, detach: bool, max: Option<usize>) -> Result<ExitCode> {
+    crate::envscan::watch::daemon::run(root, cache, detach, max)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn watch(_root: &Path, _cache: &Path, _detach: bool, _max: Option<usize>) -> Result<ExitCode> {
+    anyhow::bail!("the .env watcher needs Linux (inotify)")
 }
 
 /// Shell mode: run the configured inner shell with the options as given.

@@ -84,6 +84,23 @@ pub enum Cmd {
         #[arg(required = true, allow_hyphen_values = true, last = true)]
         command: Vec<OsString>,
     },
+    /// Internal: the watcher of one project's `.env` files (see
+    /// `envscan::watch`).
+    #[command(name = "__watch", hide = true)]
+    Watch {
+        /// Start the watcher and return at once.
+        #[arg(long)]
+        detach: bool,
+        /// sbx's cache directory (the socket is in its `watch`).
+        #[arg(long, value_name = "DIR")]
+        cache: PathBuf,
+        /// The most directories watched (a test's stand-in for the
+        /// kernel's limit).
+        #[arg(long, value_name = "N")]
+        max_watches: Option<usize>,
+        /// The tree watched (a real path).
+        root: PathBuf,
+    },
     /// Internal: an ssh ProxyCommand that tunnels through the allowlist proxy.
     #[command(name = "__connect", hide = true)]
     Connect { host: String, port: u16 },

@@ -36,6 +36,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 mod cache;
 #[cfg(test)]
 mod tests;
+#[cfg(target_os = "linux")]
+pub mod watch;
 
 use cache::{cache_name, load, store};
 
@@ -87,9 +89,19 @@ pub struct Found {
     pub bare: Vec<PathBuf>,
 }
 
-/// Walk `project` (from the cache in `cache_dir` when there is one).
+/// Walk `project`: ask its watcher when there is one (see [`watch`]), else
+/// walk it from the cache in `cache_dir`, and start a watcher when the walk
+/// was long.
 pub fn walk(project: &Path, cache_dir: Option<&Path>) -> Found {
+    #[cfg(target_os = "linux")]
+    if let Some(found) = cache_dir.and_then(|c| watch::ask(project, c)) {
+        return found;
+    }
     let (env_files, stats) = scan(project, cache_dir, now_ns());
+    #[cfg(target_os = "linux")]
+    if let Some(cache) = cache_dir {
+        watch::start(project, cache, stats.read + stats.reused);
+    }
     Found {
         env_files,
         unreadable: stats.unreadable,
@@ -263,22 +275,17 @@ impl Walk {
             child.extend_from_slice(name);
             stack.push(child);
         }
-        for name in dir.subdirs.iter().chain(&dir.envs) {
-            if name == b".git" {
-                stats.git_entries.push(path.join(".git"));
-            }
+        if dir.subdirs.iter().any(|n| n == b".git") {
+            stats.git_entries.push(path.join(".git"));
         }
-        // A `HEAD` that is not a directory: then a few lstats decide
-        // whether git takes the directory for a git directory.
-        let head = dir.envs.iter().any(|n| n == b"HEAD");
-        if head && !path.components().any(|c| c.as_os_str() == ".git") && git_dir_like(path) {
-            stats.bare.push(path.to_path_buf());
-        }
+        let mut noted = Found::default();
         for name in &dir.envs {
-            if resolve(path, name, &mut self.found) == Resolved::Denied {
-                stats.unreadable.push(path.to_path_buf());
-            }
+            note_entry(path, name, &mut noted);
         }
+        self.found.append(&mut noted.env_files);
+        stats.git_entries.append(&mut noted.git_entries);
+        stats.bare.append(&mut noted.bare);
+        stats.unreadable.append(&mut noted.unreadable);
         // An incompletely read directory is left out, so it is read again.
         if complete {
             self.records.push((rel, dir));
@@ -342,6 +349,22 @@ pub fn git_dir_like(dir: &Path) -> bool {
     };
     let present = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
     head_ok && ((present("objects") && present("refs")) || present("commondir"))
+}
+
+/// What one entry of `dir` that the walk looks at adds to `out`: a `.git`
+/// of any type is a repository git may enter; a `HEAD` that is not a
+/// directory makes a few lstats decide whether git takes `dir` for a git
+/// directory; a `.env` name is resolved (refused: `dir` is masked whole).
+fn note_entry(dir: &Path, name: &[u8], out: &mut Found) {
+    if name == b".git" {
+        out.git_entries.push(dir.join(".git"));
+    } else if name == b"HEAD" {
+        if !dir.components().any(|c| c.as_os_str() == ".git") && git_dir_like(dir) {
+            out.bare.push(dir.to_path_buf());
+        }
+    } else if resolve(dir, name, &mut out.env_files) == Resolved::Denied {
+        out.unreadable.push(dir.to_path_buf());
+    }
 }
 
 fn is_pruned(name: &[u8]) -> bool {

@@ -120,6 +120,7 @@ fn abstract_listener(name: &str) -> UnixListener {
 // ---------------------------------------------------------------------------
 
 mod allowed;
+mod env_watch;
 mod files;
 mod network;
 mod processes;
