@@ -221,6 +221,16 @@ if copies:
             os.symlink(os.path.join(copies, str(i)), link)
 '
 }
+wait_for_watcher() { # TREE: its watcher's socket, when a watcher was started (2 minutes at most)
+  local dir="$work/cache/$1/sbx/watch"
+  compgen -G "$dir/*.lock" >/dev/null || return 0
+  for _ in $(seq 1 1200); do
+    compgen -G "$dir/*.sock" >/dev/null && return 0
+    sleep 0.1
+  done
+  echo "monorepo.sh: no watcher answers in $1; its runs walk" >&2
+}
+
 prime() { # TREE: cache in place, in both modes
   in_tree "$1" "$sbx" run -- /bin/true && in_tree "$1" env SBX_ENV_WATCH=off "$sbx" run -- /bin/true
 }
@@ -274,6 +284,8 @@ for r in $(seq 1 "$rounds"); do
   for t in "${all[@]}"; do prime "$t"; make_copies "$t"; done
   sleep 2.1
   for t in "${all[@]}"; do prime "$t"; done
+  # A tree whose walk started a watcher: measured once it answers.
+  for t in "${all[@]}"; do wait_for_watcher "$t"; done
   for t in "${all[@]}"; do
     mapfile -t peer < <(peers "$t")
     hf "$t" cached -- "sbx cached" "$sbx run -- /bin/true" \
