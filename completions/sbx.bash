@@ -37,6 +37,9 @@ _sbx() {
             sbx,__reduced)
                 cmd="sbx__subcmd____reduced"
                 ;;
+            sbx,__watch)
+                cmd="sbx__subcmd____watch"
+                ;;
             sbx,check)
                 cmd="sbx__subcmd__check"
                 ;;
@@ -59,7 +62,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-h -V --help --version run profile check completions man __inner __reduced __guard __keep __filter __connect __probe"
+            opts="-h -V --help --version run profile check completions man __inner __reduced __guard __keep __filter __watch __connect __probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -119,7 +122,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____inner)
-            opts="-h --unix-sockets --socket-dir --symlinks-in --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --help"
+            opts="-h --unix-sockets --socket-dir --symlinks-in --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --pin --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -158,6 +161,10 @@ _sbx() {
                     return 0
                     ;;
                 --private-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pin)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -240,6 +247,28 @@ _sbx() {
                     return 0
                     ;;
                 --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd____watch)
+            opts="-h --detach --cache --max-watches --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --cache)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-watches)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -36,6 +36,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "__reduced" -d 'Reduced mode
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__guard" -d 'Internal: the guardian of a run, which makes its checks if sbx is killed'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__keep" -d 'Internal: reduced mode\'s keeper, the stage\'s parent, which ends every process the command leaves, also when sbx is killed'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__filter" -d 'Internal: add the Unix-socket filter, then exec the command'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "__watch" -d 'Internal: the watcher of one project\'s `.env` files (see `envscan::watch`)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__connect" -d 'Internal: an ssh ProxyCommand that tunnels through the allowlist proxy'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__probe" -d 'Internal: what `sbx check` runs inside a sandbox'
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l config -d 'Read this configuration file (trusted like the user file) [env: SBX_CONFIG]' -r -F
@@ -133,6 +134,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l limit -d 'A resource
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l network-hint -d 'Say, when the command fails, whether it tried the network this sandbox denies (`deny`) or reaches only through the proxy (`allowlist`)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l config-copies -d 'The run\'s directory of private git config copies (`N`, `N.link`)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l private-config -d 'A git config to mount the link `N.link` over, N counting from 0 in the order given (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l pin -d 'A directory to bind onto itself, so that it cannot be renamed (repeatable; with the config copies, whose set-up has the capability to mount)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l read -d 'Readable, with everything beneath it but the hidden paths (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __reduced" -l write -d 'Writable, with everything beneath it (repeatable)' -r -F
@@ -151,5 +153,9 @@ complete -c sbx -n "__fish_sbx_using_subcommand __keep" -l cache -d 'sbx\'s cach
 complete -c sbx -n "__fish_sbx_using_subcommand __keep" -l limit -d 'A resource limit the stage sets (repeatable), to say which one stopped the command' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __keep" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __filter" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand __watch" -l cache -d 'sbx\'s cache directory (the socket is in its `watch`)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __watch" -l max-watches -d 'The most directories watched (a test\'s stand-in for the kernel\'s limit)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand __watch" -l detach -d 'Start the watcher and return at once'
+complete -c sbx -n "__fish_sbx_using_subcommand __watch" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __connect" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __probe" -s h -l help -d 'Print help'

@@ -266,6 +266,11 @@ pub struct InnerArgs {
         requires = "config_copies"
     )]
     pub private_configs: Vec<PathBuf>,
+    /// A directory to bind onto itself, so that it cannot be renamed
+    /// (repeatable; with the config copies, whose set-up has the
+    /// capability to mount).
+    #[arg(long = "pin", value_name = "DIR", requires = "config_copies")]
+    pub pins: Vec<PathBuf>,
     /// The command and its arguments.
     #[arg(required = true, allow_hyphen_values = true, last = true)]
     pub command: Vec<OsString>,

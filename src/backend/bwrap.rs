@@ -15,7 +15,12 @@
 //!    sandbox's own, which no host path leads to;
 //! 4. pins: each directory between a writable root and a protected path is
 //!    bound onto itself, so it becomes a mount point that cannot be renamed or
-//!    replaced (which would free the protected path below it);
+//!    replaced (which would free the protected path below it). With private
+//!    config copies (group 7) the inner stage makes these binds itself,
+//!    recursively, before the command exists (`--pin`, `run/linux/copies.rs`):
+//!    bubblewrap reads its mount table again after each bind, which made
+//!    every deep `.env` cost a few milliseconds; a recursive bind made after
+//!    groups 5 and 6 carries their mounts along;
 //! 5. "runs later" paths read-only (`--ro-bind P P`), then the run's
 //!    private git config copies writable (the inner stage mounts a link to
 //!    each copy over its config: `run/linux/copies.rs`);
@@ -195,8 +200,11 @@ fn writable_binds(a: &mut Args, policy: &Policy, sockets: Option<&Path>) {
 /// the proxy's socket read-only and the run's private config copies
 /// writable.
 fn pins_and_protected(a: &mut Args, policy: &Policy, proxy: Option<&Proxy>, copies: Option<&Path>) {
-    for pin in &policy.pins {
-        a.path2("--bind", pin, pin);
+    // With config copies the inner stage, which may mount, pins (`--pin`).
+    if copies.is_none() {
+        for pin in &policy.pins {
+            a.path2("--bind", pin, pin);
+        }
     }
     for p in &policy.protected {
         if p.kind != Kind::Missing {
@@ -323,6 +331,9 @@ fn inner_stage(a: &mut Args, policy: &Policy, sbx: &Path, proxy: Option<&Proxy>,
         a.path("--config-copies", dir);
         for config in private_configs(policy) {
             a.path("--private-config", &config.path);
+        }
+        for pin in &policy.pins {
+            a.path("--pin", pin);
         }
     }
     a.flags(&["--"]);

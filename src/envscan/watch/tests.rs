@@ -251,7 +251,14 @@ fn exchanged_entries_are_both_seen() {
     fs::write(root.join("plain"), "x").unwrap();
     let mut tree = Tree::build(&root, usize::MAX).unwrap();
     let exchange = |a: &str, b: &str| {
-        renameat2(None, &root.join(a), None, &root.join(b), RenameFlags::RENAME_EXCHANGE).unwrap();
+        renameat2(
+            None,
+            &root.join(a),
+            None,
+            &root.join(b),
+            RenameFlags::RENAME_EXCHANGE,
+        )
+        .unwrap();
     };
     exchange("a/.env", "a/notes.txt");
     let f = compare(&mut tree, &root);

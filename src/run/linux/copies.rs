@@ -33,6 +33,40 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+/// What the set-up stage mounts.
+pub struct Setup<'a> {
+    /// The run's directory of copies.
+    pub dir: &'a Path,
+    /// The configs to mount the copies' links over, in order.
+    pub configs: &'a [PathBuf],
+    /// Directories to bind onto themselves.
+    pub pins: &'a [PathBuf],
+}
+
+/// Bind each directory onto itself, with every mount below it, so that it
+/// becomes a mount point the command cannot rename (see
+/// `backend::bwrap`). Here rather than in bubblewrap's argv: bubblewrap
+/// reads its whole mount table again after each bind, a few tenths of a
+/// millisecond each, and a deep `.env` costs one pin per directory above
+/// it. One that no longer exists (gone since the outer stage looked, or
+/// under a masked directory) has nothing left to pin.
+pub fn pin(dirs: &[PathBuf]) -> Result<()> {
+    use nix::mount::{mount, MsFlags};
+    for dir in dirs {
+        match mount(
+            Some(dir.as_path()),
+            dir.as_path(),
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        ) {
+            Ok(()) | Err(nix::errno::Errno::ENOENT) => {}
+            Err(e) => bail!("pinning {}: {e}", dir.display()),
+        }
+    }
+    Ok(())
+}
+
 /// The link to the copy of the config `index` in the copies directory.
 pub fn link(dir: &Path, index: usize) -> PathBuf {
     dir.join(format!("{index}.link"))

@@ -72,7 +72,7 @@ pub fn run(
     proxy_socket: Option<&Path>,
     limits: &[String],
     network_hint: Option<&str>,
-    copies: Option<(&Path, &[std::path::PathBuf])>,
+    copies: Option<super::copies::Setup>,
 ) -> Result<Infallible> {
     // Made before anything else, so that without it the command's sockets
     // fall back to none, PID 1's filter included.
@@ -91,8 +91,8 @@ pub fn run(
         },
         ..opts
     };
-    if let Some((dir, configs)) = copies {
-        set_up_copies(dir, configs, ready_fd)?;
+    if let Some(setup) = copies {
+        set_up_copies(&setup, ready_fd)?;
     }
     check_no_capabilities()?;
     nix::sys::prctl::set_no_new_privs().context("setting PR_SET_NO_NEW_PRIVS")?;
@@ -255,13 +255,15 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd)> {
     .context("making the socket pair for the connect filter")
 }
 
-/// Mount the private config copies and leave the setup namespace. Started
-/// as uid 0 with capabilities for this alone (see copies.rs): nothing else
-/// runs until they are gone. On failure the outer stage is told, and
-/// starts the sandbox again without them.
-fn set_up_copies(dir: &Path, configs: &[std::path::PathBuf], ready_fd: Option<i32>) -> Result<()> {
-    let set_up =
-        super::copies::mount_links(dir, configs).and_then(|()| super::copies::become_the_user());
+/// Pin directories, mount the private config copies and leave the setup
+/// namespace. Started as uid 0 with capabilities for this alone (see
+/// copies.rs): nothing else runs until they are gone. On failure the outer
+/// stage is told, and starts the sandbox again without them (bubblewrap
+/// then pins).
+fn set_up_copies(setup: &super::copies::Setup, ready_fd: Option<i32>) -> Result<()> {
+    let set_up = super::copies::pin(setup.pins)
+        .and_then(|()| super::copies::mount_links(setup.dir, setup.configs))
+        .and_then(|()| super::copies::become_the_user());
     if let Err(e) = set_up {
         report_no_copies(ready_fd, &e);
         return Err(e);

@@ -306,9 +306,11 @@ pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
         args.proxy_socket.as_deref(),
         &args.limits,
         args.network_hint.as_deref(),
-        args.config_copies
-            .as_deref()
-            .map(|dir| (dir, args.private_configs.as_slice())),
+        args.config_copies.as_deref().map(|dir| copies::Setup {
+            dir,
+            configs: &args.private_configs,
+            pins: &args.pins,
+        }),
     )
     .map(|never| match never {})
 }

@@ -484,6 +484,47 @@ fn env_directory_cannot_be_renamed_out_of_the_scan() {
     assert_no_secret(&out);
 }
 
+/// The same in a git repository, where the inner stage pins (`--pin`:
+/// bubblewrap pins only without config copies), for every directory above
+/// a deep `.env`.
+#[test]
+fn env_directories_pinned_by_the_inner_stage_cannot_be_renamed() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let env = world.project.join("a/b/c/.env");
+    util::write(&env, SECRET);
+    let profile = world
+        .sbx()
+        .args(["profile", "--platform", "linux"])
+        .output()
+        .unwrap();
+    let argv = stdout(&profile);
+    for dir in ["a", "a/b", "a/b/c"] {
+        let pin = format!("--pin \\\n  {} \\", shq_path(&world.project.join(dir)));
+        assert!(argv.contains(&pin), "{pin} in {argv}");
+    }
+    // Each rename fails (a mount point); `mv` then copies what it can read,
+    // which is not the masked file.
+    let out = Sbx.run_sh(
+        &world,
+        "mkdir -p x; for d in a a/b a/b/c; do mv $d node_modules && echo MOVED $d; mv $d x/node_modules && echo MOVED $d; done; true",
+    );
+    assert_ok(&out);
+    if util::unclaimed(&out, util::ENV_READABLE) {
+        return;
+    }
+    assert_no_secret(&out);
+    assert_absent(&out, "MOVED");
+    assert_eq!(read(&env), SECRET);
+    let out = Sbx.run_sh(
+        &world,
+        "cat a/b/c/.env; find . -name .env -exec cat {} +; true",
+    );
+    assert_ok(&out);
+    assert_no_secret(&out);
+}
+
 /// Round 1, F5 and round 2, F3: a directory made unreadable (`chmod 000`,
 /// `311`) or listable but not searchable (`444`) hid the `.env` below it from
 /// the next scan (sbx runs as the user, who is held to those bits); the next
