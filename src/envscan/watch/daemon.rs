@@ -105,6 +105,14 @@ pub fn run(
         return Ok(ExitCode::SUCCESS);
     };
     raise_open_files();
+    // Opened before the walk: a mount made during it shows as a change.
+    let Ok(mut mounts) = File::open("/proc/self/mountinfo") else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    if let Err(broken) = mounts_inside(&mut mounts, root) {
+        note_end(&place, &broken);
+        return Ok(ExitCode::SUCCESS);
+    }
     let limit = max_watches.unwrap_or(usize::MAX);
     let tree = match Tree::build(root, limit) {
         Ok(tree) => tree,
@@ -120,7 +128,7 @@ pub fn run(
     let ours = std::fs::symlink_metadata(&place.socket)?.ino();
     write_pid(&lock);
     let _ = std::fs::remove_file(&place.off);
-    let end = serve(tree, &listener, &place, ours, root);
+    let end = serve(tree, &listener, &mut mounts, &place, ours, root);
     // Only its own socket: a newer watcher may have bound another.
     if std::fs::symlink_metadata(&place.socket).is_ok_and(|m| m.ino() == ours) {
         let _ = std::fs::remove_file(&place.socket);
@@ -137,24 +145,32 @@ pub fn run(
 fn serve(
     mut tree: Tree,
     listener: &UnixListener,
+    mounts: &mut File,
     place: &Place,
     ours: u64,
     root: &Path,
 ) -> Option<Broken> {
     let mut last = Instant::now();
     loop {
-        let (events, asked) = {
+        let (events, asked, remounted) = {
             let mut fds = [
                 PollFd::new(tree.fd(), PollFlags::POLLIN),
                 PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+                // The mount table changed (reported once per change).
+                PollFd::new(mounts.as_fd(), PollFlags::POLLPRI),
             ];
             match poll(&mut fds, PollTimeout::from(60_000u16)) {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(_) => return None,
             }
             let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
-            (ready(&fds[0]), ready(&fds[1]))
+            (ready(&fds[0]), ready(&fds[1]), ready(&fds[2]))
         };
+        if remounted {
+            if let Err(broken) = mounts_inside(mounts, root) {
+                return Some(broken);
+            }
+        }
         if events {
             // Keep the kernel's queue short: it overflows past
             // fs.inotify.max_queued_events.
@@ -165,7 +181,7 @@ fn serve(
         if asked {
             while let Ok((stream, _)) = listener.accept() {
                 last = Instant::now();
-                match answer(&mut tree, stream, root) {
+                match answer(&mut tree, stream, mounts, root) {
                     Ok(Next::Go) => {}
                     Ok(Next::End) => return None,
                     Err(broken) => return Some(broken),
@@ -185,7 +201,18 @@ enum Next {
     End,
 }
 
-fn answer(tree: &mut Tree, mut stream: UnixStream, root: &Path) -> Result<Next, Broken> {
+fn answer(
+    tree: &mut Tree,
+    mut stream: UnixStream,
+    mounts: &mut File,
+    root: &Path,
+) -> Result<Next, Broken> {
+    // Only a caller that sees the same mounts (a sandboxed command does
+    // not): for another, this picture may be wrong, and it must not make
+    // the watcher end.
+    if !super::same_mounts_as(&stream) {
+        return Ok(Next::Go);
+    }
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(QUESTION_WITHIN));
     let _ = stream.set_write_timeout(Some(super::ANSWER_WITHIN));
@@ -202,7 +229,13 @@ fn answer(tree: &mut Tree, mut stream: UnixStream, root: &Path) -> Result<Next, 
         let other_sbx = head.first() == Some(&MAGIC) && head != this_sbx;
         return Ok(if other_sbx { Next::End } else { Next::Go });
     }
-    if let Err(broken) = tree.drain() {
+    let mounts_checked = if remounted_now(mounts) {
+        mounts_inside(mounts, root)
+    } else {
+        Ok(())
+    };
+    let settled = mounts_checked.and_then(|()| tree.settle());
+    if let Err(broken) = settled {
         let _ = stream.write_all(&client::stale());
         return Err(broken);
     }
@@ -226,6 +259,65 @@ fn read_question(stream: &mut UnixStream) -> Option<Vec<u8>> {
         }
     }
     Some(question)
+}
+
+/// Whether the mount table changed since the last look (without waiting).
+fn remounted_now(mounts: &File) -> bool {
+    let mut fds = [PollFd::new(mounts.as_fd(), PollFlags::POLLPRI)];
+    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+}
+
+/// A mount point below the root: what lies under it, or what a mount made
+/// later covers, raises no event in the directory watched. Such a project
+/// is walked.
+fn mounts_inside(mounts: &mut File, root: &Path) -> Result<(), Broken> {
+    use std::io::Seek;
+    let mut text = Vec::new();
+    mounts
+        .seek(std::io::SeekFrom::Start(0))
+        .and_then(|_| mounts.read_to_end(&mut text))
+        .map_err(|e| Broken::Failed(format!("reading the mount table: {e}")))?;
+    if mount_points_inside(&text, root) {
+        return Err(Broken::Mounts);
+    }
+    Ok(())
+}
+
+/// Whether a mount table (`/proc/self/mountinfo`'s text) has a mount point
+/// strictly below `root`.
+pub fn mount_points_inside(text: &[u8], root: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    text.split(|&b| b == b'\n').any(|line| {
+        line.split(|&b| b == b' ').nth(4).is_some_and(|point| {
+            let point = unescape(point);
+            let point = Path::new(std::ffi::OsStr::from_bytes(&point));
+            point != root && point.starts_with(root)
+        })
+    })
+}
+
+/// A mount table path: `\ooo` escapes (space, tab, newline, backslash).
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal = field
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match (field[i], octal) {
+            (b'\\', Some(d)) => {
+                let value = d.iter().fold(0u16, |v, b| v * 8 + u16::from(b - b'0'));
+                // Past 0o377 it was no escape the kernel writes: kept as is.
+                out.push(u8::try_from(value).unwrap_or(b'\\'));
+                i += if value > 0o377 { 1 } else { 4 };
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Record why the watcher ended, when the reason lasts: sbx starts no new

@@ -153,6 +153,19 @@ fn recently_off(place: &Place) -> bool {
         .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < OFF_FOR))
 }
 
+/// Whether the process at the other end of `stream` sees the same mounts
+/// as this one (the same mount namespace): a picture made in one is not an
+/// answer for the other.
+pub fn same_mounts_as(stream: &std::os::unix::net::UnixStream) -> bool {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let Ok(peer) = getsockopt(stream, PeerCredentials) else {
+        return false;
+    };
+    let mine = std::fs::read_link("/proc/self/ns/mnt");
+    let theirs = std::fs::read_link(format!("/proc/{}/ns/mnt", peer.pid()));
+    peer.pid() > 0 && matches!((mine, theirs), (Ok(a), Ok(b)) if a == b)
+}
+
 /// An answer resolved as a walk resolves what it finds.
 fn found(root: &Path, answer: &tree::Answer) -> Found {
     let dir_of = |rel: &[u8]| {
@@ -230,7 +243,7 @@ pub mod client {
         // Only a watcher of this user: the directory is private, and this
         // says so again.
         let peer = socket::getsockopt(&stream, socket::sockopt::PeerCredentials).ok()?;
-        if peer.uid() != nix::unistd::geteuid().as_raw() {
+        if peer.uid() != nix::unistd::geteuid().as_raw() || !super::same_mounts_as(&stream) {
             return None;
         }
         stream.set_read_timeout(Some(ANSWER_WITHIN)).ok()?;

@@ -272,3 +272,68 @@ fn exchanged_entries_are_both_seen() {
     let f = compare(&mut tree, &root);
     assert!(f.env_files.contains(&root.join("plain/deep/.env.two")));
 }
+
+/// A directory above renamed away, changed through a descriptor, and
+/// renamed back: walked again (the race where the renames' events are
+/// applied after its return is in `tree.rs`).
+#[test]
+fn a_parent_renamed_away_and_back_is_walked_again() {
+    let (t, root) = setup();
+    fs::create_dir_all(root.join("a/b/L")).unwrap();
+    let mut tree = Tree::build(&root, usize::MAX).unwrap();
+    let inside = fs::File::open(root.join("a/b/L")).unwrap();
+    fs::rename(root.join("a"), t.path().join("away")).unwrap();
+    // Made through the directory's descriptor while its path leads nowhere.
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&inside);
+    nix::sys::stat::mkdirat(Some(fd), ".git", nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let env = nix::fcntl::openat(
+        Some(fd),
+        ".env",
+        nix::fcntl::OFlag::O_CREAT | nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::S_IRUSR,
+    )
+    .unwrap();
+    nix::unistd::close(env).unwrap();
+    // The watcher reads those events now, while `a` is away...
+    tree.drain().unwrap();
+    // ...and `a` comes back under the same name: its inode unchanged.
+    fs::rename(t.path().join("away"), root.join("a")).unwrap();
+    tree.settle().unwrap();
+    let f = compare(&mut tree, &root);
+    assert_eq!(f.env_files, vec![root.join("a/b/L/.env")]);
+    assert_eq!(f.git_entries, vec![root.join("a/b/L/.git")]);
+}
+
+/// A directory above the root renamed, another made at the same path: the
+/// root's path leads elsewhere, and the watcher stops answering.
+#[test]
+fn a_directory_above_the_root_renamed_ends_it() {
+    let (t, _) = setup();
+    let root = t.path().join("proj/inner");
+    fs::create_dir_all(&root).unwrap();
+    let root = fs::canonicalize(root).unwrap();
+    let mut tree = Tree::build(&root, usize::MAX).unwrap();
+    tree.settle().unwrap();
+    fs::rename(t.path().join("proj"), t.path().join("proj.old")).unwrap();
+    fs::create_dir_all(&root).unwrap();
+    touch(&root.join(".env"));
+    assert_eq!(tree.settle().err(), Some(Broken::RootGone));
+}
+
+#[test]
+fn mount_points_inside_the_root_are_found() {
+    use super::daemon::mount_points_inside;
+    let table = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+        30 22 0:5 / /home/u/my\\040proj/data rw - tmpfs none rw\n\
+        31 22 0:6 / /home/u/other rw - tmpfs none rw\n";
+    assert!(mount_points_inside(table, Path::new("/home/u/my proj")));
+    assert!(!mount_points_inside(
+        table,
+        Path::new("/home/u/my proj/data")
+    ));
+    assert!(!mount_points_inside(table, Path::new("/home/u/my")));
+    assert!(!mount_points_inside(table, Path::new("/srv")));
+    // A backslash that starts no escape the kernel writes stays itself.
+    let odd = b"30 22 0:5 / /p/a\\777b rw - tmpfs none rw\n";
+    assert!(mount_points_inside(odd, Path::new("/p")));
+}

@@ -22,7 +22,7 @@
 //!   deleted, a parent it cannot reopen for any reason but a pending
 //!   rename. Nothing stale is ever answered.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -53,6 +53,9 @@ pub enum Broken {
     RootGone,
     /// Deeper than the watcher follows.
     TooDeep,
+    /// A mount point inside the project (now or since the watcher
+    /// started).
+    Mounts,
     /// Something else failed (what).
     Failed(String),
 }
@@ -63,7 +66,7 @@ impl Broken {
     pub fn lasting(&self) -> bool {
         matches!(
             self,
-            Broken::OutOfWatches | Broken::Filesystem(_) | Broken::TooDeep
+            Broken::OutOfWatches | Broken::Filesystem(_) | Broken::TooDeep | Broken::Mounts
         )
     }
 }
@@ -76,6 +79,7 @@ impl std::fmt::Display for Broken {
             Broken::Filesystem(name) => write!(f, "a directory on a {name} file system"),
             Broken::RootGone => write!(f, "the project was moved or deleted"),
             Broken::TooDeep => write!(f, "directories nested too deep"),
+            Broken::Mounts => write!(f, "a mount point inside the project"),
             Broken::Failed(what) => write!(f, "{what}"),
         }
     }
@@ -158,6 +162,10 @@ pub struct Tree {
     max_watches: usize,
     /// Devices seen, with whether their file system is local.
     devices: HashMap<u64, bool>,
+    /// Directories to list again in full: an event about them came while
+    /// their path led elsewhere (a directory above was renamed away and
+    /// back), so what it said could not be looked at then.
+    relist: HashSet<WatchDescriptor>,
 }
 
 impl Tree {
@@ -175,6 +183,7 @@ impl Tree {
             root_wd: None,
             max_watches,
             devices: HashMap::new(),
+            relist: HashSet::new(),
         };
         tree.root_wd = Some(tree.add(None, dir, 0)?);
         Ok(tree)
@@ -191,17 +200,120 @@ impl Tree {
     pub fn drain(&mut self) -> Result<(), Broken> {
         loop {
             match self.inotify.read_events() {
-                Ok(events) if events.is_empty() => return Ok(()),
+                Ok(events) if events.is_empty() => break,
                 Ok(events) => {
                     for event in events {
                         self.apply(event)?;
                     }
                 }
-                Err(Errno::EAGAIN) => return Ok(()),
+                Err(Errno::EAGAIN) => break,
                 Err(Errno::EINTR) => continue,
                 Err(e) => return Err(Broken::Failed(format!("reading events: {e}"))),
             }
         }
+        // The queue is empty: list again what could not be looked at.
+        let pending: Vec<WatchDescriptor> = self.relist.drain().collect();
+        for wd in pending {
+            if !self.relist_one(wd)? {
+                self.relist.insert(wd);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drain until nothing is left to list again, and check that the
+    /// root's path still leads to the root watched: then the picture is the
+    /// tree's state now, fit to answer with.
+    pub fn settle(&mut self) -> Result<(), Broken> {
+        for _ in 0..8 {
+            self.drain()?;
+            if self.relist.is_empty() {
+                let root = open_dir(None, self.root.as_os_str().as_bytes())
+                    .map_err(|_| Broken::RootGone)?;
+                let watched = self
+                    .root_wd
+                    .and_then(|wd| self.nodes.get(&wd))
+                    .map(|n| n.id);
+                // A directory above the root renamed: its path leads to
+                // another directory now.
+                return if fstat_id(&root)? == watched {
+                    Ok(())
+                } else {
+                    Err(Broken::RootGone)
+                };
+            }
+        }
+        Err(Broken::Failed(
+            "directories kept moving while being read".into(),
+        ))
+    }
+
+    /// List a directory again in full and look at each of its names, old
+    /// and new. False when its path still does not lead to it.
+    fn relist_one(&mut self, wd: WatchDescriptor) -> Result<bool, Broken> {
+        if !self.nodes.contains_key(&wd) {
+            return Ok(true);
+        }
+        let dir = if Some(wd) == self.root_wd {
+            match self.reopen(wd)? {
+                Some(dir) => dir,
+                None => return Err(Broken::RootGone),
+            }
+        } else {
+            let Some((parent_dir, name)) = self.reopen_parent_of(wd)? else {
+                return Ok(false);
+            };
+            let parent = self
+                .nodes
+                .get(&wd)
+                .and_then(|n| n.parent.as_ref())
+                .map(|p| p.0);
+            let Some(parent) = parent else {
+                return Ok(true);
+            };
+            match open_dir(Some(parent_dir.as_raw_fd()), &name) {
+                Ok(dir) if fstat_id(&dir)? == self.nodes.get(&wd).map(|n| n.id) => dir,
+                Err(Errno::EACCES) => {
+                    if let Some(node) = self.nodes.get_mut(&wd) {
+                        node.closed = true;
+                    }
+                    return Ok(true);
+                }
+                // Another directory or entry there now: the parent's name
+                // is looked at again, which replaces this one.
+                _ => {
+                    self.examine_in(parent, &parent_dir, name)?;
+                    return Ok(true);
+                }
+            }
+        };
+        let mut names: BTreeSet<Vec<u8>> = BTreeSet::new();
+        if let Some(node) = self.nodes.get(&wd) {
+            names.extend(node.names.iter().cloned());
+            names.extend(node.dirs.keys().cloned());
+        }
+        let mut listed = Dir::openat(
+            Some(dir.as_raw_fd()),
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Broken::Failed(format!("listing again: {e}")))?;
+        for entry in listed.iter() {
+            let entry = entry.map_err(|e| Broken::Failed(format!("listing again: {e}")))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.insert(name.to_vec());
+            }
+        }
+        let closed = !accessible(&dir);
+        if let Some(node) = self.nodes.get_mut(&wd) {
+            node.closed = closed;
+        }
+        for name in names {
+            self.examine_in(wd, &dir, name)?;
+        }
+        Ok(true)
     }
 
     /// What the walk would find now (call [`Tree::drain`] first).
@@ -305,9 +417,21 @@ impl Tree {
     /// the same.
     fn examine(&mut self, parent: WatchDescriptor, name: Vec<u8>) -> Result<(), Broken> {
         let Some(dir) = self.reopen(parent)? else {
-            // Moved or gone: a queued event says so.
+            // Its path leads elsewhere for now (moved, maybe back again
+            // later): listed again in full once the queue is empty.
+            self.relist.insert(parent);
             return Ok(());
         };
+        self.examine_in(parent, &dir, name)
+    }
+
+    /// [`Tree::examine`] with the parent opened.
+    fn examine_in(
+        &mut self,
+        parent: WatchDescriptor,
+        dir: &Dir,
+        name: Vec<u8>,
+    ) -> Result<(), Broken> {
         let stat = match nix::sys::stat::fstatat(
             Some(dir.as_raw_fd()),
             name.as_slice(),
@@ -344,7 +468,7 @@ impl Tree {
         };
         if !known {
             self.remove_entry(parent, &name);
-            self.attach(parent, &dir, name)?;
+            self.attach(parent, dir, name)?;
         }
         Ok(())
     }
@@ -421,8 +545,11 @@ impl Tree {
             None if Some(wd) == self.root_wd => {
                 nix::unistd::access(&self.root, AccessFlags::R_OK | AccessFlags::X_OK).is_err()
             }
-            // Moved or gone: a queued event says so.
-            None => return Ok(()),
+            // Its path leads elsewhere for now: listed again later.
+            None => {
+                self.relist.insert(wd);
+                return Ok(());
+            }
         };
         if let Some(node) = self.nodes.get_mut(&wd) {
             node.closed = closed;
@@ -519,16 +646,15 @@ impl Tree {
             if parent.as_ref().is_some_and(|(p, _)| self.is_within(*p, wd)) {
                 return Err(Broken::Failed("a directory met twice".into()));
             }
+            // Still at its old place too: one directory at two paths (a
+            // bind mount), which one picture cannot hold.
+            if self.reopen(wd)?.is_some() {
+                return Err(Broken::Failed("a directory at two paths".into()));
+            }
             self.drop_node(wd);
             return self.add(parent, dir, depth);
         }
-        let closed = nix::unistd::faccessat(
-            Some(dir.as_raw_fd()),
-            ".",
-            AccessFlags::R_OK | AccessFlags::X_OK,
-            nix::fcntl::AtFlags::empty(),
-        )
-        .is_err();
+        let closed = !accessible(&dir);
         let mut node = Node {
             parent,
             id: id(&stat),
@@ -629,6 +755,23 @@ fn watch(inotify: &Inotify, dir: &Dir) -> Result<WatchDescriptor, Broken> {
     }
 }
 
+/// Whether an opened directory may be listed and searched.
+fn accessible(dir: &Dir) -> bool {
+    nix::unistd::faccessat(
+        Some(dir.as_raw_fd()),
+        ".",
+        AccessFlags::R_OK | AccessFlags::X_OK,
+        nix::fcntl::AtFlags::empty(),
+    )
+    .is_ok()
+}
+
+fn fstat_id(dir: &Dir) -> Result<Option<(u64, u64)>, Broken> {
+    nix::sys::stat::fstat(dir.as_raw_fd())
+        .map(|s| Some(id(&s)))
+        .map_err(|e| Broken::Failed(format!("fstat: {e}")))
+}
+
 fn id(stat: &nix::sys::stat::FileStat) -> (u64, u64) {
     #[allow(clippy::unnecessary_cast)]
     (stat.st_dev as u64, stat.st_ino as u64)
@@ -655,5 +798,67 @@ fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
         name.to_vec()
     } else {
         [rel, b"/", name].concat()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use std::fs;
+
+    /// The race a command can run (a directory above renamed away and back
+    /// while the watcher reads events): the events about `L` are applied
+    /// while `a` is away, the two renames' events after it is back, where
+    /// they find `a` unchanged. `L` must be listed again.
+    #[test]
+    fn events_applied_while_a_parent_is_away_are_not_lost() {
+        let t = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(t.path()).unwrap().join("proj");
+        fs::create_dir_all(root.join("a/b/L")).unwrap();
+        let mut tree = Tree::build(&root, usize::MAX).unwrap();
+        let inside = fs::File::open(root.join("a/b/L")).unwrap();
+        let l = *tree
+            .nodes
+            .iter()
+            .find(|(_, n)| n.parent.as_ref().is_some_and(|(_, name)| name == b"L"))
+            .unwrap()
+            .0;
+        fs::rename(root.join("a"), t.path().join("away")).unwrap();
+        let fd = inside.as_raw_fd();
+        nix::sys::stat::mkdirat(Some(fd), ".git", Mode::S_IRWXU).unwrap();
+        let env = nix::fcntl::openat(
+            Some(fd),
+            ".env",
+            OFlag::O_CREAT | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+            Mode::S_IRUSR,
+        )
+        .unwrap();
+        nix::unistd::close(env).unwrap();
+        let events = tree.inotify.read_events().unwrap();
+        let (about_l, others): (Vec<_>, Vec<_>) = events.into_iter().partition(|e| e.wd == l);
+        assert!(!about_l.is_empty());
+        for event in about_l {
+            tree.apply(event).unwrap();
+        }
+        fs::rename(t.path().join("away"), root.join("a")).unwrap();
+        for event in others {
+            tree.apply(event).unwrap();
+        }
+        tree.settle().unwrap();
+        let answer = tree.answer();
+        assert!(
+            answer
+                .entries
+                .contains(&(b"a/b/L".to_vec(), b".env".to_vec())),
+            "{answer:?}"
+        );
+        assert!(
+            answer
+                .entries
+                .contains(&(b"a/b/L".to_vec(), b".git".to_vec())),
+            "{answer:?}"
+        );
     }
 }

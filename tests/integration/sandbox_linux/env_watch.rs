@@ -316,3 +316,38 @@ fn a_watcher_out_of_watches_makes_sbx_walk_and_is_not_restarted_at_once() {
     assert!(!walk_caches(&world).is_empty(), "sbx did not walk");
     assert_eq!(watcher(&world), None, "a watcher was started again at once");
 }
+
+/// A mount made inside the project after the watcher started (here a bind
+/// of a directory holding a `.env`): no event shows what it brings, so the
+/// watcher ends on the mount table's change, and sbx walks.
+#[test]
+fn a_mount_inside_the_project_makes_sbx_walk() {
+    require_sandbox!();
+    if !util::euid_is_root() || util::contained() {
+        eprintln!("NOTE: needs root outside the container-like place, to mount");
+        return;
+    }
+    let world = World::new();
+    let _end = EndWatcher(&world);
+    let pid = project(&world, WATCH).unwrap();
+    let other = world.root.join("other");
+    util::write(&other.join(".env"), SECRET);
+    let target = world.project.join("docs");
+    let status = Command::new("mount")
+        .arg("--bind")
+        .arg(&other)
+        .arg(&target)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(target);
+    wait_until_gone(pid);
+    walks_instead(&world, "src/a/.env");
+    assert_masked(&world, WATCH, &["docs/.env"]);
+}
