@@ -126,8 +126,14 @@ fn assert_masked(world: &World, mode: (&str, &str), rels: &[&str]) {
     let mut paths: Vec<String> = rels.iter().map(|r| r.to_string()).collect();
     paths.push("src/a/b/visible.txt".into());
     let out = Sbx.run_sh_env(world, &cat_each(&paths), &[mode]);
-    assert_no_secret(&out);
     assert_line(&out, "VISIBLE");
+    // Reduced mode cannot hide a file in a directory the command may
+    // write (it says so); what the watcher answers is still checked by the
+    // callers (which of it and the walk answered).
+    if util::unclaimed(&out, util::ENV_READABLE) {
+        return;
+    }
+    assert_no_secret(&out);
     assert_eq!(
         stdout(&out).matches("attempted").count(),
         paths.len(),
@@ -137,7 +143,10 @@ fn assert_masked(world: &World, mode: (&str, &str), rels: &[&str]) {
 }
 
 /// Run `check` once with a watcher and once walking, each in a new world;
-/// with a watcher, it must have answered (no walk's cache written).
+/// with a watcher, it must have answered (no walk's cache written). In the
+/// container-like place each sbx runs in a mount namespace of its own, so
+/// the watcher a first run started must not answer the next: there sbx
+/// walks every time.
 fn both_ways(check: impl Fn(&World, (&str, &str))) {
     for mode in [WATCH, WALK] {
         let world = World::new();
@@ -145,7 +154,12 @@ fn both_ways(check: impl Fn(&World, (&str, &str))) {
         let pid = project(&world, mode);
         forget_walks(&world);
         check(&world, mode);
-        if let Some(pid) = pid {
+        if pid.is_some() && util::contained() {
+            assert!(
+                !walk_caches(&world).is_empty(),
+                "a watcher of another mount namespace answered"
+            );
+        } else if let Some(pid) = pid {
             assert!(
                 walk_caches(&world).is_empty(),
                 "sbx walked although the watcher runs"
@@ -311,8 +325,10 @@ fn a_watcher_out_of_watches_makes_sbx_walk_and_is_not_restarted_at_once() {
         &cat_each(&["f/g/h/.env".into(), "src/a/b/visible.txt".into()]),
         &limit,
     );
-    assert_no_secret(&out);
     assert_line(&out, "VISIBLE");
+    if !util::unclaimed(&out, util::ENV_READABLE) {
+        assert_no_secret(&out);
+    }
     assert!(!walk_caches(&world).is_empty(), "sbx did not walk");
     assert_eq!(watcher(&world), None, "a watcher was started again at once");
 }
