@@ -24,7 +24,6 @@
 //! sbx version, belongs to another project, or names anything but single
 //! path components is ignored (full walk). Failure to write it is silent.
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::Metadata;
 use std::io;
@@ -37,7 +36,7 @@ mod cache;
 #[cfg(test)]
 mod tests;
 
-use cache::{cache_name, load, store};
+use cache::{cache_name, cmp_rel, encode_records, load, put_body, store, Cache};
 
 /// Directories never searched: they do not hold the user's own secrets.
 pub const PRUNED: &[&str] = &[
@@ -127,7 +126,7 @@ impl Stamp {
     }
 }
 
-/// One directory's relevant entries.
+/// One directory's relevant entries, as read.
 #[derive(Debug)]
 struct Dir {
     stamp: Stamp,
@@ -135,8 +134,8 @@ struct Dir {
     /// when walking).
     subdirs: Vec<Vec<u8>>,
     /// Names of the entries other than directories that start with `.env`
-    /// (any case), and a `.git` file or link; [`is_env_file_name`] is
-    /// applied when resolving.
+    /// (any case), and a `.git` file or link, and a `HEAD`;
+    /// [`is_env_file_name`] is applied when resolving.
     envs: Vec<Vec<u8>>,
     /// It could not be listed (never cached: read again every time).
     unreadable: bool,
@@ -158,15 +157,12 @@ struct Stats {
 
 fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, Stats) {
     let cache_file = cache_dir.map(|d| d.join(cache_name(project)));
-    let cache = cache_file.as_deref().and_then(|f| load(f, project));
+    let old = cache_file.as_deref().and_then(|f| load(f, project));
     let mut walk = Walk {
-        dirty: cache.is_none(),
+        dirty: old.is_none(),
         ..Walk::default()
     };
-    let (started, mut old) = match cache {
-        Some(c) => (c.walk, c.dirs),
-        None => (i128::MIN, HashMap::new()),
-    };
+    let started = old.as_ref().map_or(i128::MIN, |c| c.walk);
     let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
     while let Some(rel) = stack.pop() {
         let path = if rel.is_empty() {
@@ -174,18 +170,19 @@ fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, S
         } else {
             project.join(OsStr::from_bytes(&rel))
         };
-        walk.visit(rel, &path, &mut old, started, &mut stack);
+        walk.visit(rel, &path, old.as_ref(), started, &mut stack);
     }
     let Walk {
         mut stats,
         mut found,
         records,
+        arena,
         dirty,
     } = walk;
-    if dirty {
-        if let Some(file) = &cache_file {
-            stats.wrote = store(file, project, now, &records).is_ok();
-        }
+    if let Some(file) = cache_file.as_deref().filter(|_| dirty) {
+        stats.wrote = cache_records(old.as_ref(), &records, &arena)
+            .and_then(|records| encode_records(project, now, records.into_iter()))
+            .is_some_and(|bytes| store(file, &bytes).is_ok());
     }
     found.sort();
     found.dedup();
@@ -194,13 +191,45 @@ fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, S
     (found, stats)
 }
 
+/// Where a record body to write is.
+enum Src {
+    /// The previous cache's record, unchanged.
+    Old(u32),
+    /// `arena[start..end]`: a directory read by this walk.
+    New(usize, usize),
+}
+
+/// The records of a new cache: (relative path, body), sorted as the cache
+/// keeps them. `None` if one cannot be found (never expected: then the
+/// cache is not written).
+fn cache_records<'a>(
+    old: Option<&'a Cache>,
+    records: &'a [(Vec<u8>, Src)],
+    arena: &'a [u8],
+) -> Option<Vec<(&'a [u8], &'a [u8])>> {
+    let mut out = Vec::with_capacity(records.len());
+    for (rel, src) in records {
+        let body = match *src {
+            Src::Old(i) => old?.raw_body(i)?,
+            Src::New(start, end) => arena.get(start..end)?,
+        };
+        out.push((rel.as_slice(), body));
+    }
+    // Walked depth first in name order: mostly sorted already.
+    out.sort_by(|a, b| cmp_rel(a.0, b.0));
+    out.dedup_by(|a, b| a.0 == b.0);
+    Some(out)
+}
+
 /// What a walk has found so far.
 #[derive(Default)]
 struct Walk {
     stats: Stats,
     found: Vec<PathBuf>,
     /// The directories to cache, by path relative to the project.
-    records: Vec<(Vec<u8>, Dir)>,
+    records: Vec<(Vec<u8>, Src)>,
+    /// The record bodies of the directories read.
+    arena: Vec<u8>,
     /// Whether the cache must be written again.
     dirty: bool,
 }
@@ -213,7 +242,7 @@ impl Walk {
         &mut self,
         rel: Vec<u8>,
         path: &Path,
-        old: &mut HashMap<Vec<u8>, Dir>,
+        old: Option<&Cache>,
         started: i128,
         stack: &mut Vec<Vec<u8>>,
     ) {
@@ -237,25 +266,58 @@ impl Walk {
             return;
         }
         let stamp = Stamp::of(&meta);
-        let cached = old
-            .remove(&rel)
-            .filter(|d| d.stamp == stamp && d.stamp.settled(started));
-        let (dir, complete) = match cached {
-            Some(d) => {
+        let cached = old.and_then(|c| {
+            let i = c.find(0, c.len(), &rel, 0)?;
+            let body = c.body(i)?;
+            (body.stamp == stamp && stamp.settled(started)).then_some((i, body))
+        });
+        match cached {
+            Some((i, body)) => {
                 stats.reused += 1;
-                (d, true)
+                let src = Some(Src::Old(i));
+                self.names(rel, path, body.subdirs, body.envs, src, stack);
             }
             None => {
                 stats.read += 1;
                 self.dirty = true;
-                let (dir, complete) = read(path, stamp);
+                let (mut dir, complete) = read(path, stamp);
                 if dir.unreadable {
                     stats.unreadable.push(path.to_path_buf());
                 }
-                (dir, complete)
+                // Each list sorted, as the cache keeps it.
+                for list in [&mut dir.subdirs, &mut dir.envs] {
+                    list.sort_unstable();
+                    list.dedup();
+                }
+                let subdirs = dir.subdirs.iter().map(Vec::as_slice);
+                let envs = dir.envs.iter().map(Vec::as_slice);
+                // An incompletely read directory is left out, so it is read
+                // again.
+                let start = self.arena.len();
+                let cached = complete
+                    && put_body(&mut self.arena, &dir.stamp, subdirs.clone(), envs.clone())
+                        .is_some();
+                let src = cached.then_some(Src::New(start, self.arena.len()));
+                self.names(rel, path, subdirs, envs, src, stack);
             }
-        };
-        for name in dir.subdirs.iter().filter(|n| !is_pruned(n)) {
+        }
+    }
+
+    /// Walk on from a directory's names: its subdirectories go on `stack`,
+    /// `.git` entries and a bare repository are noted, `.env` candidates
+    /// resolved; then it is recorded for the cache (`src`), if given.
+    fn names<'n>(
+        &mut self,
+        rel: Vec<u8>,
+        path: &Path,
+        subdirs: impl Iterator<Item = &'n [u8]> + Clone,
+        envs: impl Iterator<Item = &'n [u8]> + Clone,
+        src: Option<Src>,
+        stack: &mut Vec<Vec<u8>>,
+    ) {
+        let stats = &mut self.stats;
+        let first = stack.len();
+        for name in subdirs.clone().filter(|n| !is_pruned(n)) {
             let mut child = rel.clone();
             if !child.is_empty() {
                 child.push(b'/');
@@ -263,25 +325,26 @@ impl Walk {
             child.extend_from_slice(name);
             stack.push(child);
         }
-        for name in dir.subdirs.iter().chain(&dir.envs) {
+        // Popped in name order: the order the cache is written in.
+        stack.get_mut(first..).unwrap_or_default().reverse();
+        for name in subdirs.chain(envs.clone()) {
             if name == b".git" {
                 stats.git_entries.push(path.join(".git"));
             }
         }
         // A `HEAD` that is not a directory: then a few lstats decide
         // whether git takes the directory for a git directory.
-        let head = dir.envs.iter().any(|n| n == b"HEAD");
+        let head = envs.clone().any(|n| n == b"HEAD");
         if head && !path.components().any(|c| c.as_os_str() == ".git") && git_dir_like(path) {
             stats.bare.push(path.to_path_buf());
         }
-        for name in &dir.envs {
+        for name in envs {
             if resolve(path, name, &mut self.found) == Resolved::Denied {
                 stats.unreadable.push(path.to_path_buf());
             }
         }
-        // An incompletely read directory is left out, so it is read again.
-        if complete {
-            self.records.push((rel, dir));
+        if let Some(src) = src {
+            self.records.push((rel, src));
         }
     }
 }

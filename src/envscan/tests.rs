@@ -219,8 +219,9 @@ fn corrupt_cache_is_ignored() {
         [&good[..], b"extra\0"].concat(),
     ];
     // Another format version, sbx version, project.
+    let format = [MAGIC, b"\0", FORMAT, b"\0"].concat();
     for (from, to) in [
-        (&b"\x001\x00"[..], &b"\x002\x00"[..]),
+        (&format[..], &b"sbx-envscan\x003\x00"[..]),
         (env!("CARGO_PKG_VERSION").as_bytes(), b"0.0.0-other"),
         (p.as_os_str().as_bytes(), b"/elsewhere"),
     ] {
@@ -344,28 +345,19 @@ fn hostile_cache_is_ignored() {
         FORMAT,
         env!("CARGO_PKG_VERSION").as_bytes(),
         p.as_os_str().as_bytes(),
-        b"0",
-        b"18446744073709551615",
-        b"",
-        b"1",
-        b"1",
-        b"1",
-        b"1",
-        b"18446744073709551615",
     ] {
         b.extend_from_slice(tok);
         b.push(0);
     }
+    b.extend_from_slice(&0i128.to_le_bytes());
+    b.extend_from_slice(&u64::MAX.to_le_bytes());
+    b.extend_from_slice(&[0; 64]);
     assert!(decode(&b, &p).is_none());
-    for n in ["", "+1", "1 ", "0x10", "-", "1-", "--1", "1e3", "\u{661}"] {
-        assert_eq!(num::<i128>(n.as_bytes()), None, "{n}");
-    }
-    assert_eq!(num::<u64>(b"-1"), None);
-    assert_eq!(num::<u64>(b"18446744073709551616"), None);
-    assert_eq!(num::<u64>(b"18446744073709551615"), Some(u64::MAX));
-    assert_eq!(num::<i128>(&[b'9'; 39]), None);
-    assert_eq!(num::<i128>(&[b'9'; 38]), Some(10i128.pow(38) - 1));
-    assert_eq!(num::<i128>(b"-5"), Some(-5));
+    // Nor does a huge count of names.
+    let mut b = encode(&p, later(), &honest()[..1]);
+    let names = b.len() - 8;
+    b[names..names + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(decode(&b, &p).is_none());
 }
 
 #[test]
@@ -431,4 +423,178 @@ fn every_git_entry_is_found_from_the_cache_too() {
     touch(&p.join("vendor/.git"));
     let found = walk(&p, Some(&cache));
     assert!(found.git_entries.contains(&p.join("vendor/.git")));
+}
+
+/// The cache file the previous layout (format 3: decimal tokens, each
+/// ended by a NUL byte) wrote for `records`.
+fn encode_format_3(project: &Path, walk: i128, records: &[(Vec<u8>, Dir)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut tok = |b: &[u8]| {
+        out.extend_from_slice(b);
+        out.push(0);
+    };
+    tok(MAGIC);
+    tok(b"3");
+    tok(env!("CARGO_PKG_VERSION").as_bytes());
+    tok(project.as_os_str().as_bytes());
+    tok(walk.to_string().as_bytes());
+    tok(records.len().to_string().as_bytes());
+    for (rel, d) in records {
+        tok(rel);
+        for n in [
+            d.stamp.dev.into(),
+            d.stamp.ino.into(),
+            d.stamp.mtime,
+            d.stamp.ctime,
+        ] {
+            tok(n.to_string().as_bytes());
+        }
+        for list in [&d.subdirs, &d.envs] {
+            tok(list.len().to_string().as_bytes());
+            for name in list {
+                tok(name);
+            }
+        }
+    }
+    out
+}
+
+/// The records an honest walk of `p` (holding `a/.env`) caches.
+fn records_of_a_env(p: &Path) -> Vec<(Vec<u8>, Dir)> {
+    let stamp = |d: &Path| Stamp::of(&fs::symlink_metadata(d).unwrap());
+    let dir = |stamp, subdirs: &[&[u8]], envs: &[&[u8]]| Dir {
+        stamp,
+        subdirs: subdirs.iter().map(|n| n.to_vec()).collect(),
+        envs: envs.iter().map(|n| n.to_vec()).collect(),
+        unreadable: false,
+    };
+    vec![
+        (Vec::new(), dir(stamp(p), &[b"a", b"b"], &[])),
+        (b"a".to_vec(), dir(stamp(&p.join("a")), &[], &[b".env"])),
+        (b"b".to_vec(), dir(stamp(&p.join("b")), &[], &[])),
+    ]
+}
+
+#[test]
+fn cache_of_the_previous_format_is_ignored() {
+    let (_t, p, cache) = setup();
+    touch(&p.join("a/.env"));
+    fs::create_dir(p.join("b")).unwrap();
+    let file = cache_file(&p, &cache);
+    fs::create_dir_all(&cache).unwrap();
+    // A true account of the tree, in the old layout: not read at all.
+    let old = encode_format_3(&p, later(), &records_of_a_env(&p));
+    assert!(decode(&old, &p).is_none());
+    fs::write(&file, &old).unwrap();
+    let walk = later();
+    let (got, stats) = scan(&p, Some(&cache), walk);
+    assert_eq!(got, vec![real(&p.join("a/.env"))]);
+    assert_eq!((stats.read, stats.reused, stats.wrote), (3, 0, true));
+    // Replaced by the current layout, which the next walk uses.
+    let new = fs::read(&file).unwrap();
+    assert_eq!(new, encode(&p, walk, &records_of_a_env(&p)));
+    let (got, stats) = scan(&p, Some(&cache), later());
+    assert_eq!(got, vec![real(&p.join("a/.env"))]);
+    assert_eq!((stats.read, stats.reused, stats.wrote), (0, 3, false));
+}
+
+#[test]
+fn truncated_or_corrupt_cache_is_ignored() {
+    let (_t, p, cache) = setup();
+    touch(&p.join("a/.env"));
+    fs::create_dir(p.join("b")).unwrap();
+    let want = vec![real(&p.join("a/.env"))];
+    let file = cache_file(&p, &cache);
+    fs::create_dir_all(&cache).unwrap();
+    let honest = records_of_a_env(&p);
+    let good = encode(&p, later(), &honest);
+    assert!(decode(&good, &p).is_some());
+    let full_walk = |bytes: &[u8]| {
+        assert!(decode(bytes, &p).is_none());
+        fs::write(&file, bytes).unwrap();
+        let (got, stats) = scan(&p, Some(&cache), later());
+        assert_eq!(got, want);
+        assert!(stats.read == 3 && stats.wrote, "{stats:?}");
+    };
+    // Cut anywhere.
+    for len in 0..good.len() {
+        assert!(decode(&good[..len], &p).is_none(), "{len}");
+    }
+    full_walk(&good[..good.len() / 3]);
+    // Anything after the last record.
+    full_walk(&[&good[..], b"\0"].concat());
+    // A record count one off.
+    let count = good.len()
+        - honest
+            .iter()
+            .map(|(rel, d)| record_len(rel, d))
+            .sum::<usize>()
+        - 8;
+    for n in [2u64, 4, u64::from(u32::MAX) + 3] {
+        let mut bad = good.clone();
+        bad[count..count + 8].copy_from_slice(&n.to_le_bytes());
+        full_walk(&bad);
+    }
+    // Records out of order, or twice.
+    let mut swapped = records_of_a_env(&p);
+    swapped.swap(1, 2);
+    full_walk(&encode(&p, later(), &swapped));
+    let mut twice = records_of_a_env(&p);
+    twice.insert(1, records_of_a_env(&p).remove(1));
+    full_walk(&encode(&p, later(), &twice));
+    // A component `.` or `..` or empty, past a prefix shared with the
+    // previous path.
+    for bad in [&b"a/.."[..], b"a/", b"a//b", b"a/./b"] {
+        let mut r = records_of_a_env(&p);
+        let mut extra = records_of_a_env(&p).remove(2);
+        extra.0 = bad.to_vec();
+        r.insert(2, extra);
+        full_walk(&encode(&p, later(), &r));
+    }
+    // Names out of order, twice, empty, with a NUL.
+    for names in [
+        vec![b"b".to_vec(), b"a".to_vec()],
+        vec![b"a".to_vec(), b"a".to_vec(), b"b".to_vec()],
+        vec![b"a".to_vec(), b"b".to_vec(), Vec::new()],
+        vec![b"a".to_vec(), b"b".to_vec(), b"c\0".to_vec()],
+    ] {
+        let mut r = records_of_a_env(&p);
+        r[0].1.subdirs = names;
+        full_walk(&encode(&p, later(), &r));
+    }
+    // A path or name length past the end.
+    let first = good.len()
+        - honest
+            .iter()
+            .map(|(rel, d)| record_len(rel, d))
+            .sum::<usize>();
+    let mut bad = good.clone();
+    bad[first..first + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    full_walk(&bad);
+    let mut bad = good.clone();
+    let name = first + 4 + STAMP + 8;
+    bad[name..name + 2].copy_from_slice(&u16::MAX.to_le_bytes());
+    full_walk(&bad);
+    // Any byte changed: the file is rejected (full walk, as above), or
+    // used without a panic (a stamp that no longer matches, or a name that
+    // no longer does, is taken as it is: a record is trusted).
+    for i in 0..good.len() {
+        for flip in [0x01, 0x80, 0xff] {
+            let mut bad = good.clone();
+            bad[i] ^= flip;
+            if decode(&bad, &p).is_some() {
+                fs::write(&file, &bad).unwrap();
+                scan(&p, Some(&cache), later());
+            }
+        }
+    }
+}
+
+/// dev, ino, mtime, ctime.
+const STAMP: usize = 48;
+
+/// The length of a record in the cache file.
+fn record_len(rel: &[u8], d: &Dir) -> usize {
+    let names: usize = d.subdirs.iter().chain(&d.envs).map(|n| 2 + n.len()).sum();
+    4 + rel.len() + STAMP + 8 + names
 }
