@@ -17,8 +17,8 @@
 //! The records are sorted by path in walk order ([`cmp_rel`]), so the
 //! records under a directory follow it, and each list of names is sorted.
 //! Decoding checks the whole file once and keeps it as read, with one
-//! offset per record: a directory's record is found by binary search, and
-//! its names are read in place. No allocation per name.
+//! offset per record: a directory's record is found by binary search within
+//! its parent's, and its names are read in place. No allocation per name.
 
 use std::cmp::Ordering;
 use std::ffi::OsStr;
@@ -169,6 +169,26 @@ impl Cache {
             }
         }
         None
+    }
+
+    /// The end of the records under record `i`'s path, which follow it:
+    /// the first record in `i + 1..hi` that is not under it.
+    pub fn subtree_end(&self, i: u32, hi: u32) -> u32 {
+        let prefix = self.rel(i);
+        let under = |j: u32| {
+            let rel = self.rel(j);
+            prefix.is_empty() || (rel.starts_with(prefix) && rel.get(prefix.len()) == Some(&b'/'))
+        };
+        let (mut lo, mut hi) = (i.saturating_add(1), hi.min(self.len()));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if under(mid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 }
 

@@ -10,7 +10,10 @@
 //! * The next run stats each recorded directory. A directory whose stamp is
 //!   unchanged has the same direct entries, so its recorded names are reused;
 //!   any other directory is read again, and a new subdirectory is walked in
-//!   full. An unchanged tree costs one `lstat` per directory.
+//!   full. An unchanged tree costs one stat per directory (relative to its
+//!   parent's descriptor; a directory with subdirectories to walk is opened,
+//!   `O_PATH`, and stat'ed through that descriptor), and the cache is read
+//!   in place, without an allocation per name (`cache.rs`).
 //! * A directory modified within [`RACE_NS`] of the previous walk is read
 //!   again regardless: an entry created in the same timestamp tick as that
 //!   walk's read would not show in the modification time.
@@ -25,18 +28,17 @@
 //! path components is ignored (full walk). Failure to write it is silent.
 
 use std::ffi::OsStr;
-use std::fs::Metadata;
 use std::io;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 mod cache;
 #[cfg(test)]
 mod tests;
+mod walker;
 
-use cache::{cache_name, cmp_rel, encode_records, load, put_body, store, Cache};
+use cache::{cache_name, encode_records, load, store};
 
 /// Directories never searched: they do not hold the user's own secrets.
 pub const PRUNED: &[&str] = &[
@@ -74,7 +76,7 @@ pub struct Found {
     /// The directories that could not be listed (no read permission): what
     /// they hold is unknown, so they must be masked whole. A command can
     /// make a directory unreadable to hide a `.env` from the next scan, then
-    /// make it readable again.
+    /// make it readable again (sorted, without duplicates).
     pub unreadable: Vec<PathBuf>,
     /// Every `.git` entry (directory, file or link) under the project, the
     /// project's own included: each is a repository git on the host may
@@ -109,13 +111,28 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn of(m: &Metadata) -> Stamp {
+    #[cfg(test)]
+    fn of(m: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
         let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
         Stamp {
             dev: m.dev(),
             ino: m.ino(),
             mtime: ns(m.mtime(), m.mtime_nsec()),
             ctime: ns(m.ctime(), m.ctime_nsec()),
+        }
+    }
+
+    /// As [`std::fs::Metadata`] gives them (the field types vary between
+    /// platforms).
+    #[allow(clippy::unnecessary_cast)]
+    fn from_stat(st: &nix::sys::stat::FileStat) -> Stamp {
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Stamp {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            mtime: ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
+            ctime: ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
         }
     }
 
@@ -126,7 +143,8 @@ impl Stamp {
     }
 }
 
-/// One directory's relevant entries, as read.
+/// One directory's relevant entries, for tests that write a cache.
+#[cfg(test)]
 #[derive(Debug)]
 struct Dir {
     stamp: Stamp,
@@ -134,8 +152,7 @@ struct Dir {
     /// when walking).
     subdirs: Vec<Vec<u8>>,
     /// Names of the entries other than directories that start with `.env`
-    /// (any case), and a `.git` file or link, and a `HEAD`;
-    /// [`is_env_file_name`] is applied when resolving.
+    /// (any case), and a `.git` file or link, and a `HEAD`.
     envs: Vec<Vec<u8>>,
     /// It could not be listed (never cached: read again every time).
     unreadable: bool,
@@ -147,247 +164,54 @@ struct Stats {
     read: usize,
     reused: usize,
     wrote: bool,
-    /// Directories that could not be listed.
+    /// Directories that could not be listed (sorted).
     unreadable: Vec<PathBuf>,
     /// `.git` entries found (sorted).
     git_entries: Vec<PathBuf>,
     /// Bare repositories found (sorted).
     bare: Vec<PathBuf>,
+    /// Directory descriptors the walk kept open at once, at most; and when
+    /// it ended (none). Read by tests only.
+    #[cfg_attr(not(test), allow(dead_code))]
+    peak_fds: usize,
+    #[cfg_attr(not(test), allow(dead_code))]
+    fds_left: usize,
 }
 
 fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, Stats) {
     let cache_file = cache_dir.map(|d| d.join(cache_name(project)));
     let old = cache_file.as_deref().and_then(|f| load(f, project));
-    let mut walk = Walk {
-        dirty: old.is_none(),
-        ..Walk::default()
-    };
     let started = old.as_ref().map_or(i128::MIN, |c| c.walk);
-    let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
-    while let Some(rel) = stack.pop() {
-        let path = if rel.is_empty() {
-            project.to_path_buf()
-        } else {
-            project.join(OsStr::from_bytes(&rel))
-        };
-        walk.visit(rel, &path, old.as_ref(), started, &mut stack);
-    }
-    let Walk {
-        mut stats,
-        mut found,
-        records,
-        arena,
-        dirty,
-    } = walk;
+    let walked = walker::run(project, old.as_ref(), started);
+    let mut stats = Stats {
+        peak_fds: walked.peak_fds,
+        fds_left: walked.fds_left,
+        ..Stats::default()
+    };
+    // The cache is written again when a directory was read.
+    let dirty = old.is_none() || walked.out.read > 0;
     if let Some(file) = cache_file.as_deref().filter(|_| dirty) {
-        stats.wrote = cache_records(old.as_ref(), &records, &arena)
+        stats.wrote = walker::cache_records(old.as_ref(), &walked.out)
             .and_then(|records| encode_records(project, now, records.into_iter()))
             .is_some_and(|bytes| store(file, &bytes).is_ok());
     }
-    found.sort();
-    found.dedup();
-    stats.git_entries.sort();
-    stats.bare.sort();
+    let out = walked.out;
+    let mut found = out.found;
+    stats.read = out.read;
+    stats.reused = out.reused;
+    stats.unreadable = out.unreadable;
+    stats.git_entries = out.git_entries;
+    stats.bare = out.bare;
+    for list in [
+        &mut found,
+        &mut stats.unreadable,
+        &mut stats.git_entries,
+        &mut stats.bare,
+    ] {
+        list.sort();
+        list.dedup();
+    }
     (found, stats)
-}
-
-/// Where a record body to write is.
-enum Src {
-    /// The previous cache's record, unchanged.
-    Old(u32),
-    /// `arena[start..end]`: a directory read by this walk.
-    New(usize, usize),
-}
-
-/// The records of a new cache: (relative path, body), sorted as the cache
-/// keeps them. `None` if one cannot be found (never expected: then the
-/// cache is not written).
-fn cache_records<'a>(
-    old: Option<&'a Cache>,
-    records: &'a [(Vec<u8>, Src)],
-    arena: &'a [u8],
-) -> Option<Vec<(&'a [u8], &'a [u8])>> {
-    let mut out = Vec::with_capacity(records.len());
-    for (rel, src) in records {
-        let body = match *src {
-            Src::Old(i) => old?.raw_body(i)?,
-            Src::New(start, end) => arena.get(start..end)?,
-        };
-        out.push((rel.as_slice(), body));
-    }
-    // Walked depth first in name order: mostly sorted already.
-    out.sort_by(|a, b| cmp_rel(a.0, b.0));
-    out.dedup_by(|a, b| a.0 == b.0);
-    Some(out)
-}
-
-/// What a walk has found so far.
-#[derive(Default)]
-struct Walk {
-    stats: Stats,
-    found: Vec<PathBuf>,
-    /// The directories to cache, by path relative to the project.
-    records: Vec<(Vec<u8>, Src)>,
-    /// The record bodies of the directories read.
-    arena: Vec<u8>,
-    /// Whether the cache must be written again.
-    dirty: bool,
-}
-
-impl Walk {
-    /// One directory: reused from the cache when its stamp is unchanged and
-    /// settled before the walk that cached it, else read; its subdirectories
-    /// go on `stack`, its `.env` candidates are resolved.
-    fn visit(
-        &mut self,
-        rel: Vec<u8>,
-        path: &Path,
-        old: Option<&Cache>,
-        started: i128,
-        stack: &mut Vec<Vec<u8>>,
-    ) {
-        let stats = &mut self.stats;
-        // Stat before reading: a change after this point shows next time.
-        // `lstat`, so a directory symlink is never followed.
-        let meta = match std::fs::symlink_metadata(path) {
-            Ok(meta) => meta,
-            Err(e) => {
-                // Listed but not searchable (`chmod 444` on its parent):
-                // what it holds is unknown, so the parent is masked whole.
-                if e.kind() == io::ErrorKind::PermissionDenied {
-                    if let Some(parent) = path.parent() {
-                        stats.unreadable.push(parent.to_path_buf());
-                    }
-                }
-                return;
-            }
-        };
-        if !meta.is_dir() {
-            return;
-        }
-        let stamp = Stamp::of(&meta);
-        let cached = old.and_then(|c| {
-            let i = c.find(0, c.len(), &rel, 0)?;
-            let body = c.body(i)?;
-            (body.stamp == stamp && stamp.settled(started)).then_some((i, body))
-        });
-        match cached {
-            Some((i, body)) => {
-                stats.reused += 1;
-                let src = Some(Src::Old(i));
-                self.names(rel, path, body.subdirs, body.envs, src, stack);
-            }
-            None => {
-                stats.read += 1;
-                self.dirty = true;
-                let (mut dir, complete) = read(path, stamp);
-                if dir.unreadable {
-                    stats.unreadable.push(path.to_path_buf());
-                }
-                // Each list sorted, as the cache keeps it.
-                for list in [&mut dir.subdirs, &mut dir.envs] {
-                    list.sort_unstable();
-                    list.dedup();
-                }
-                let subdirs = dir.subdirs.iter().map(Vec::as_slice);
-                let envs = dir.envs.iter().map(Vec::as_slice);
-                // An incompletely read directory is left out, so it is read
-                // again.
-                let start = self.arena.len();
-                let cached = complete
-                    && put_body(&mut self.arena, &dir.stamp, subdirs.clone(), envs.clone())
-                        .is_some();
-                let src = cached.then_some(Src::New(start, self.arena.len()));
-                self.names(rel, path, subdirs, envs, src, stack);
-            }
-        }
-    }
-
-    /// Walk on from a directory's names: its subdirectories go on `stack`,
-    /// `.git` entries and a bare repository are noted, `.env` candidates
-    /// resolved; then it is recorded for the cache (`src`), if given.
-    fn names<'n>(
-        &mut self,
-        rel: Vec<u8>,
-        path: &Path,
-        subdirs: impl Iterator<Item = &'n [u8]> + Clone,
-        envs: impl Iterator<Item = &'n [u8]> + Clone,
-        src: Option<Src>,
-        stack: &mut Vec<Vec<u8>>,
-    ) {
-        let stats = &mut self.stats;
-        let first = stack.len();
-        for name in subdirs.clone().filter(|n| !is_pruned(n)) {
-            let mut child = rel.clone();
-            if !child.is_empty() {
-                child.push(b'/');
-            }
-            child.extend_from_slice(name);
-            stack.push(child);
-        }
-        // Popped in name order: the order the cache is written in.
-        stack.get_mut(first..).unwrap_or_default().reverse();
-        for name in subdirs.chain(envs.clone()) {
-            if name == b".git" {
-                stats.git_entries.push(path.join(".git"));
-            }
-        }
-        // A `HEAD` that is not a directory: then a few lstats decide
-        // whether git takes the directory for a git directory.
-        let head = envs.clone().any(|n| n == b"HEAD");
-        if head && !path.components().any(|c| c.as_os_str() == ".git") && git_dir_like(path) {
-            stats.bare.push(path.to_path_buf());
-        }
-        for name in envs {
-            if resolve(path, name, &mut self.found) == Resolved::Denied {
-                stats.unreadable.push(path.to_path_buf());
-            }
-        }
-        if let Some(src) = src {
-            self.records.push((rel, src));
-        }
-    }
-}
-
-/// Read one directory. The flag tells whether the listing is complete; a
-/// directory that may not be read is incomplete (so never cached) and marked
-/// unreadable.
-fn read(path: &Path, stamp: Stamp) -> (Dir, bool) {
-    let mut dir = Dir {
-        stamp,
-        subdirs: Vec::new(),
-        envs: Vec::new(),
-        unreadable: false,
-    };
-    let entries = match std::fs::read_dir(path) {
-        Ok(e) => e,
-        Err(e) => {
-            dir.unreadable = e.kind() == io::ErrorKind::PermissionDenied;
-            return (dir, false);
-        }
-    };
-    let mut complete = true;
-    for entry in entries {
-        let Ok(entry) = entry else {
-            complete = false;
-            break;
-        };
-        // From the directory entry's type when the file system gives it;
-        // never follows a symlink.
-        let Ok(ft) = entry.file_type() else {
-            complete = false;
-            continue;
-        };
-        let name = entry.file_name().into_vec();
-        if ft.is_dir() {
-            dir.subdirs.push(name);
-        } else if may_be_env(&name) || name == b".git" || name == b"HEAD" {
-            // `HEAD`: what makes a directory a git directory (see
-            // `git_dir_like`).
-            dir.envs.push(name);
-        }
-    }
-    (dir, complete)
 }
 
 /// Whether git takes `dir` for a git directory, as its own test does

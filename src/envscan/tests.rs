@@ -598,3 +598,28 @@ fn record_len(rel: &[u8], d: &Dir) -> usize {
     let names: usize = d.subdirs.iter().chain(&d.envs).map(|n| 2 + n.len()).sum();
     4 + rel.len() + STAMP + 8 + names
 }
+
+#[test]
+fn deep_tree_keeps_few_descriptors() {
+    let (_t, p, cache) = setup();
+    let mut deep = p.clone();
+    let mut want = Vec::new();
+    for depth in 1..=300 {
+        // A sibling waits on the stack while "d" is walked: a descriptor
+        // per level could stay open.
+        fs::create_dir_all(deep.join("e")).unwrap();
+        deep.push("d");
+        if depth % 100 == 0 {
+            touch(&deep.join(".env"));
+            want.push(real(&deep.join(".env")));
+        }
+    }
+    want.sort();
+    for read in [601, 0] {
+        let (got, stats) = scan(&p, Some(&cache), later());
+        assert_eq!(got, want);
+        assert_eq!((stats.read, stats.read + stats.reused), (read, 601));
+        // One per level until the budget, none left open.
+        assert_eq!((stats.peak_fds, stats.fds_left), (walker::FD_BUDGET, 0));
+    }
+}
