@@ -14,6 +14,8 @@
 //!   parent's descriptor; a directory with subdirectories to walk is opened,
 //!   `O_PATH`, and stat'ed through that descriptor), and the cache is read
 //!   in place, without an allocation per name (`cache.rs`).
+//! * The walk is shared out among one worker per core ([`walker`]); what
+//!   they find is merged and sorted, so the result does not depend on how.
 //! * A directory modified within [`RACE_NS`] of the previous walk is read
 //!   again regardless: an entry created in the same timestamp tick as that
 //!   walk's read would not show in the modification time.
@@ -29,6 +31,7 @@
 
 use std::ffi::OsStr;
 use std::io;
+use std::num::NonZero;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -170,6 +173,8 @@ struct Stats {
     git_entries: Vec<PathBuf>,
     /// Bare repositories found (sorted).
     bare: Vec<PathBuf>,
+    /// Workers that visited a directory.
+    workers: usize,
     /// Directory descriptors the walk kept open at once, at most; and when
     /// it ended (none). Read by tests only.
     #[cfg_attr(not(test), allow(dead_code))]
@@ -179,29 +184,43 @@ struct Stats {
 }
 
 fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, Stats) {
+    let workers = std::thread::available_parallelism().map_or(1, NonZero::get);
+    scan_with(project, cache_dir, now, workers)
+}
+
+/// [`scan`] with up to `workers` workers (within [`walker::MAX_WORKERS`]).
+fn scan_with(
+    project: &Path,
+    cache_dir: Option<&Path>,
+    now: i128,
+    workers: usize,
+) -> (Vec<PathBuf>, Stats) {
     let cache_file = cache_dir.map(|d| d.join(cache_name(project)));
     let old = cache_file.as_deref().and_then(|f| load(f, project));
     let started = old.as_ref().map_or(i128::MIN, |c| c.walk);
-    let walked = walker::run(project, old.as_ref(), started);
+    let walked = walker::run(project, old.as_ref(), started, workers);
     let mut stats = Stats {
         peak_fds: walked.peak_fds,
         fds_left: walked.fds_left,
         ..Stats::default()
     };
     // The cache is written again when a directory was read.
-    let dirty = old.is_none() || walked.out.read > 0;
+    let dirty = old.is_none() || walked.outs.iter().any(|o| o.read > 0);
     if let Some(file) = cache_file.as_deref().filter(|_| dirty) {
-        stats.wrote = walker::cache_records(old.as_ref(), &walked.out)
+        stats.wrote = walker::cache_records(old.as_ref(), &walked.outs)
             .and_then(|records| encode_records(project, now, records.into_iter()))
             .is_some_and(|bytes| store(file, &bytes).is_ok());
     }
-    let out = walked.out;
-    let mut found = out.found;
-    stats.read = out.read;
-    stats.reused = out.reused;
-    stats.unreadable = out.unreadable;
-    stats.git_entries = out.git_entries;
-    stats.bare = out.bare;
+    let mut found = Vec::new();
+    for out in walked.outs {
+        stats.read += out.read;
+        stats.reused += out.reused;
+        stats.workers += usize::from(out.visited > 0);
+        found.extend(out.found);
+        stats.unreadable.extend(out.unreadable);
+        stats.git_entries.extend(out.git_entries);
+        stats.bare.extend(out.bare);
+    }
     for list in [
         &mut found,
         &mut stats.unreadable,

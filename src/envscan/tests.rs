@@ -5,6 +5,7 @@ use super::*;
 use std::fs;
 use std::fs::File;
 use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::process::CommandExt;
 
 /// A walk "later": every directory created by the test is settled.
 fn later() -> i128 {
@@ -599,6 +600,85 @@ fn record_len(rel: &[u8], d: &Dir) -> usize {
     4 + rel.len() + STAMP + 8 + names
 }
 
+/// Top-level directories of [`varied_tree`], each with 8 subdirectories of
+/// 4 more.
+const VARIED: usize = 20;
+
+/// A tree with some of everything a walk reports: 800 directories.
+fn varied_tree(p: &Path, outside: &Path) {
+    for i in 0..VARIED {
+        for j in 0..8 {
+            let d = p.join(format!("m{i}/n{j}"));
+            for k in 0..4 {
+                fs::create_dir_all(d.join(format!("o{k}"))).unwrap();
+            }
+            match (i * 8 + j) % 7 {
+                0 => touch(&d.join(".env")),
+                1 => touch(&d.join("o1/.env.local")),
+                2 => fs::create_dir_all(d.join(".git/objects")).unwrap(),
+                3 => touch(&d.join("o2/.git")),
+                4 => touch(&d.join("node_modules/x/.env")),
+                5 => symlink(outside.join("secret"), d.join("o3/.env")).unwrap(),
+                _ => touch(&d.join(".env.example")),
+            }
+        }
+    }
+    // A bare repository.
+    touch(&p.join("m3/bare.git/HEAD"));
+    fs::create_dir_all(p.join("m3/bare.git/objects")).unwrap();
+    fs::create_dir_all(p.join("m3/bare.git/refs")).unwrap();
+}
+
+/// Everything a walk reports.
+fn report(found: Vec<PathBuf>, stats: &Stats) -> [Vec<PathBuf>; 4] {
+    [
+        found,
+        stats.unreadable.clone(),
+        stats.git_entries.clone(),
+        stats.bare.clone(),
+    ]
+}
+
+#[test]
+fn several_workers_find_what_one_does() {
+    let (t, p, cache) = setup();
+    let outside = t.path().join("outside");
+    touch(&outside.join("secret"));
+    varied_tree(&p, &outside);
+    let walk = later();
+    let (one, stats) = scan_with(&p, Some(&cache), walk, 1);
+    assert_eq!(
+        (stats.workers, stats.read),
+        (1, 1 + VARIED * (1 + 8 * 5) + 3)
+    );
+    let single = report(one, &stats);
+    // Secrets in 2 of 7 cases, and links to one outside; 2 of 7 are
+    // repositories.
+    let cases = |c: &[usize]| (0..VARIED * 8).filter(|n| c.contains(&(n % 7))).count();
+    assert_eq!(single[0].len(), cases(&[0, 1]) + 1);
+    assert_eq!(single[2].len(), cases(&[2, 3]));
+    assert_eq!(single[3], vec![p.join("m3/bare.git")]);
+    let cached = fs::read(cache_file(&p, &cache)).unwrap();
+    // The workers share the tree out only when one waits for work: try
+    // until several took part (the first time, nearly always).
+    let mut shared_out = false;
+    for _ in 0..50 {
+        let other = t.path().join("cache-parallel");
+        let (found, stats) = scan_with(&p, Some(&other), walk, 4);
+        assert_eq!(report(found, &stats), single);
+        // The same cache, byte for byte.
+        assert_eq!(fs::read(cache_file(&p, &other)).unwrap(), cached);
+        let (found, again) = scan_with(&p, Some(&other), later(), 4);
+        assert_eq!(report(found, &again), single);
+        assert_eq!((again.read, again.wrote), (0, false), "{again:?}");
+        if stats.workers > 1 && again.workers > 1 {
+            shared_out = true;
+            break;
+        }
+    }
+    assert!(shared_out, "the walk was never shared out");
+}
+
 #[test]
 fn deep_tree_keeps_few_descriptors() {
     let (_t, p, cache) = setup();
@@ -615,11 +695,83 @@ fn deep_tree_keeps_few_descriptors() {
         }
     }
     want.sort();
-    for read in [601, 0] {
-        let (got, stats) = scan(&p, Some(&cache), later());
+    for workers in [1, 2] {
+        let (got, stats) = scan_with(&p, Some(&cache), later(), workers);
         assert_eq!(got, want);
-        assert_eq!((stats.read, stats.read + stats.reused), (read, 601));
-        // One per level until the budget, none left open.
-        assert_eq!((stats.peak_fds, stats.fds_left), (walker::FD_BUDGET, 0));
+        assert_eq!(stats.read + stats.reused, 601);
+        // One per level until the budget (one worker), none left open.
+        assert!(stats.peak_fds <= walker::FD_BUDGET, "{stats:?}");
+        if workers == 1 {
+            assert_eq!(stats.peak_fds, walker::FD_BUDGET);
+        }
+        assert_eq!(stats.fds_left, 0);
+    }
+    let (got, stats) = scan(&p, Some(&cache), later());
+    assert_eq!((got, stats.read), (want, 0));
+}
+
+/// Directories the walk may not list are reported whichever worker meets
+/// them. Root lists any directory whatever its mode: as root, this test
+/// runs again in a child process as `nobody`.
+#[test]
+fn unreadable_directories_are_reported_by_every_worker() {
+    const AS_NOBODY: &str = "SBX_TEST_ENVSCAN_AS_NOBODY";
+    if nix::unistd::geteuid().is_root() {
+        assert!(std::env::var_os(AS_NOBODY).is_none(), "still root");
+        let name = format!(
+            "{}::unreadable_directories_are_reported_by_every_worker",
+            module_path!().split_once("::").unwrap().1
+        );
+        let run = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &name, "--test-threads=1"])
+            .env(AS_NOBODY, "1")
+            .uid(65534)
+            .gid(65534)
+            .output();
+        match run {
+            Ok(out) => {
+                let said = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success() && said.contains("1 passed"),
+                    "as nobody: {said}{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            Err(e) => eprintln!("NOTE: running as root, and not as nobody either ({e}): skipped"),
+        }
+        return;
+    }
+    let (t, p, cache) = setup();
+    let outside = t.path().join("outside");
+    touch(&outside.join("secret"));
+    varied_tree(&p, &outside);
+    // Not listable; listable but not searchable; searchable only.
+    let modes = [("m5/n2", 0o000), ("m11/n6/o1", 0o444), ("m17", 0o311)];
+    touch(&p.join("m11/n6/o1/.env"));
+    fs::create_dir_all(p.join("m11/n6/o1/sub")).unwrap();
+    for (d, mode) in modes {
+        fs::set_permissions(p.join(d), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    // Restored even on failure, so that the tree can be removed.
+    struct Restore<'a>(&'a Path, [(&'a str, u32); 3]);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            for (d, _) in self.1 {
+                let _ = fs::set_permissions(self.0.join(d), fs::Permissions::from_mode(0o755));
+            }
+        }
+    }
+    let _restore = Restore(&p, modes);
+    let mut want: Vec<PathBuf> = modes.iter().map(|(d, _)| p.join(d)).collect();
+    want.sort();
+    let mut single = None;
+    for workers in [1, 4, 1, 4] {
+        // The first walk of each count reads everything, the second reuses
+        // what it may.
+        let (found, stats) =
+            scan_with(&p, Some(&cache.join(workers.to_string())), later(), workers);
+        assert_eq!(stats.unreadable, want, "{workers} workers");
+        let got = report(found, &stats);
+        assert_eq!(single.get_or_insert_with(|| got.clone()), &got);
     }
 }

@@ -1,11 +1,15 @@
 //! The walk itself, for [`super::scan`]: each directory is reached from its
 //! parent's descriptor (`fstatat`, `openat`: no path lookup from the root,
-//! never through a symlink), depth first.
+//! never through a symlink), and the tree is shared out among workers.
 //!
+//! * A worker walks depth first from its own stack; when another worker is
+//!   idle, it hands over the older half of that stack (the directories
+//!   nearest the root: the largest subtrees) through a shared queue.
 //! * A directory's descriptor is kept open while directories below it wait
-//!   on the stack, so at most one per level; past [`FD_BUDGET`]
-//!   descriptors, a directory's entries are reached by absolute path
-//!   instead (slower, same result).
+//!   on a stack, so at most one per level per worker; past [`FD_BUDGET`]
+//!   descriptors in all, a directory's entries are reached by absolute
+//!   path instead (slower, same result).
+//! * Each worker collects what it found; [`super::scan`] merges and sorts.
 
 use std::ffi::OsStr;
 use std::os::fd::AsRawFd;
@@ -13,7 +17,7 @@ use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
@@ -23,16 +27,20 @@ use nix::NixPath;
 use super::cache::{put_body, Cache};
 use super::{git_dir_like, is_env_file_name, is_pruned, may_be_env, resolve, Resolved, Stamp};
 
-/// Most directory descriptors kept open at once (well below the usual
-/// limit of 1024 per process).
+/// Most workers in one walk: metadata calls scale with cores only so far.
+pub(super) const MAX_WORKERS: usize = 8;
+
+/// Most directory descriptors kept open at once, by all workers together
+/// (well below the usual limit of 1024 per process).
 pub(super) const FD_BUDGET: usize = 128;
 
-/// What the walk found.
+/// What one worker found.
 #[derive(Default)]
 pub(super) struct Out {
-    /// Directories read (not reused from the cache), reused.
+    /// Directories read (not reused from the cache), reused, visited.
     pub read: usize,
     pub reused: usize,
+    pub visited: usize,
     pub found: Vec<PathBuf>,
     pub unreadable: Vec<PathBuf>,
     pub git_entries: Vec<PathBuf>,
@@ -40,7 +48,7 @@ pub(super) struct Out {
     /// The directories to cache: path relative to the project, and where
     /// its record body is.
     pub records: Vec<(Vec<u8>, Src)>,
-    /// The record bodies of the directories read.
+    /// The record bodies of the directories this worker read.
     pub arena: Vec<u8>,
 }
 
@@ -48,21 +56,22 @@ pub(super) struct Out {
 pub(super) enum Src {
     /// The previous cache's record, unchanged.
     Old(u32),
-    /// `arena[start..end]`: a directory read by this walk.
+    /// `arena[start..end]` of the worker that read it.
     New(usize, usize),
 }
 
-/// What a whole walk found, and descriptor counts (the most kept open at
-/// once, and how many were left open: none).
+/// What a whole walk found: each worker's part, and descriptor counts (the
+/// most kept open at once, and how many were left open: none).
 pub(super) struct Walked {
-    pub out: Out,
+    pub outs: Vec<Out>,
     pub peak_fds: usize,
     pub fds_left: usize,
 }
 
-/// Walk `project`, reusing the records of `old` (written by a walk that
-/// started at `started`).
-pub(super) fn run(project: &Path, old: Option<&Cache>, started: i128) -> Walked {
+/// Walk `project` with up to `workers` workers, reusing the records of
+/// `old` (written by a walk that started at `started`).
+pub(super) fn run(project: &Path, old: Option<&Cache>, started: i128, workers: usize) -> Walked {
+    let workers = workers.clamp(1, MAX_WORKERS);
     let root = Item {
         rel: Vec::new(),
         at: At::Root,
@@ -75,16 +84,37 @@ pub(super) fn run(project: &Path, old: Option<&Cache>, started: i128) -> Walked 
         project,
         old,
         started,
+        queue: Mutex::new(Queue {
+            items: vec![root],
+            busy: workers,
+            done: false,
+        }),
+        wake: Condvar::new(),
+        idle: AtomicUsize::new(0),
         fds: &fds,
     };
-    let mut out = Out::default();
-    let mut scratch = Scratch::default();
-    let mut stack = vec![root];
-    while let Some(item) = stack.pop() {
-        visit(&shared, &mut out, &mut scratch, item, &mut stack);
-    }
+    let outs = std::thread::scope(|s| {
+        let sh = &shared;
+        let mut handles = Vec::new();
+        for _ in 1..workers {
+            match std::thread::Builder::new().spawn_scoped(s, move || work(sh)) {
+                Ok(h) => handles.push(h),
+                // One worker fewer; this thread still walks.
+                Err(_) => sh.lock().busy -= 1,
+            }
+        }
+        let mut outs = vec![work(sh)];
+        for h in handles {
+            match h.join() {
+                Ok(out) => outs.push(out),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        outs
+    });
+    drop(shared);
     Walked {
-        out,
+        outs,
         peak_fds: fds.peak.load(Relaxed),
         fds_left: fds.open.load(Relaxed),
     }
@@ -149,10 +179,23 @@ struct Item<'s> {
     skip: usize,
 }
 
+struct Queue<'s> {
+    items: Vec<Item<'s>>,
+    /// Workers not waiting for work.
+    busy: usize,
+    /// Every worker waited at once: nothing is left to do.
+    done: bool,
+}
+
 struct Shared<'s> {
     project: &'s Path,
     old: Option<&'s Cache>,
     started: i128,
+    queue: Mutex<Queue<'s>>,
+    wake: Condvar,
+    /// Workers waiting for work (read without the lock, to decide whether
+    /// to share).
+    idle: AtomicUsize,
     fds: &'s FdCount,
 }
 
@@ -165,6 +208,41 @@ struct FdCount {
 }
 
 impl<'s> Shared<'s> {
+    fn lock(&self) -> MutexGuard<'_, Queue<'s>> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next directory from the shared queue, waiting for one while any
+    /// other worker is busy (it may share); `None` when all are done.
+    fn take(&self) -> Option<Item<'s>> {
+        let mut q = self.lock();
+        loop {
+            if let Some(item) = q.items.pop() {
+                return Some(item);
+            }
+            if q.done {
+                return None;
+            }
+            q.busy = q.busy.saturating_sub(1);
+            if q.busy == 0 {
+                q.done = true;
+                self.wake.notify_all();
+                return None;
+            }
+            self.idle.fetch_add(1, Relaxed);
+            q = self.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
+            self.idle.fetch_sub(1, Relaxed);
+            q.busy += 1;
+        }
+    }
+
+    /// Hand the older half of a worker's stack to the others.
+    fn give(&self, stack: &mut Vec<Item<'s>>) {
+        let half = stack.len() / 2;
+        self.lock().items.extend(stack.drain(..half));
+        self.wake.notify_all();
+    }
+
     /// A directory's absolute path.
     fn path(&self, rel: &[u8]) -> PathBuf {
         if rel.is_empty() {
@@ -185,6 +263,32 @@ impl<'s> Shared<'s> {
         fd.counted = Some(&self.fds.open);
         At::Parent(Arc::new(fd))
     }
+}
+
+/// Ends the walk if a worker panics, so that none waits forever.
+struct EndOnPanic<'a, 's>(&'a Shared<'s>);
+
+impl Drop for EndOnPanic<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.lock().done = true;
+            self.0.wake.notify_all();
+        }
+    }
+}
+
+fn work(sh: &Shared<'_>) -> Out {
+    let _end = EndOnPanic(sh);
+    let mut out = Out::default();
+    let mut scratch = Scratch::default();
+    let mut stack = Vec::new();
+    while let Some(item) = stack.pop().or_else(|| sh.take()) {
+        visit(sh, &mut out, &mut scratch, item, &mut stack);
+        if stack.len() > 1 && sh.idle.load(Relaxed) > 0 {
+            sh.give(&mut stack);
+        }
+    }
+    out
 }
 
 /// The last component of a relative path (all of it at the top level).
@@ -297,6 +401,7 @@ fn visit<'s>(
         hi,
         skip,
     } = item;
+    out.visited += 1;
     let old = sh.old.and_then(|c| {
         let i = c.find(lo, hi, &rel, skip)?;
         Some((i, c.body(i)?, c))
@@ -540,22 +645,25 @@ fn read(fd: &Fd<'_>, scratch: &mut Scratch) -> bool {
     complete
 }
 
-/// The records of a new cache, from a walk: (relative path, body),
+/// The records of a new cache, from a walk's parts: (relative path, body),
 /// sorted as the cache keeps them. `None` if one cannot be found (never
 /// expected: then the cache is not written).
 pub(super) fn cache_records<'a>(
     old: Option<&'a Cache>,
-    out: &'a Out,
+    outs: &'a [Out],
 ) -> Option<Vec<(&'a [u8], &'a [u8])>> {
-    let mut records = Vec::with_capacity(out.records.len());
-    for (rel, src) in &out.records {
-        let body = match *src {
-            Src::Old(i) => old?.raw_body(i)?,
-            Src::New(start, end) => out.arena.get(start..end)?,
-        };
-        records.push((rel.as_slice(), body));
+    let mut records = Vec::with_capacity(outs.iter().map(|o| o.records.len()).sum());
+    for out in outs {
+        for (rel, src) in &out.records {
+            let body = match *src {
+                Src::Old(i) => old?.raw_body(i)?,
+                Src::New(start, end) => out.arena.get(start..end)?,
+            };
+            records.push((rel.as_slice(), body));
+        }
     }
-    // Walked depth first in name order: mostly sorted already.
+    // Each worker's records are mostly in order already (it walks
+    // depth first, in name order): a stable sort merges such runs.
     records.sort_by(|a, b| super::cache::cmp_rel(a.0, b.0));
     records.dedup_by(|a, b| a.0 == b.0);
     Some(records)
