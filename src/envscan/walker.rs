@@ -4,7 +4,9 @@
 //!
 //! * A worker walks depth first from its own stack; when another worker is
 //!   idle, it hands over the older half of that stack (the directories
-//!   nearest the root: the largest subtrees) through a shared queue.
+//!   nearest the root: the largest subtrees) through a shared queue. The
+//!   other workers start only once the first has visited [`SOLO`]
+//!   directories: most trees are walked before threads would have started.
 //! * A directory's descriptor is kept open while directories below it wait
 //!   on a stack, so at most one per level per worker; past [`FD_BUDGET`]
 //!   descriptors in all, a directory's entries are reached by absolute
@@ -29,6 +31,9 @@ use super::{git_dir_like, is_env_file_name, is_pruned, may_be_env, resolve, Reso
 
 /// Most workers in one walk: metadata calls scale with cores only so far.
 pub(super) const MAX_WORKERS: usize = 8;
+
+/// Directories the first worker visits alone before the others start.
+const SOLO: usize = 256;
 
 /// Most directory descriptors kept open at once, by all workers together
 /// (well below the usual limit of 1024 per process).
@@ -86,7 +91,7 @@ pub(super) fn run(project: &Path, old: Option<&Cache>, started: i128, workers: u
         started,
         queue: Mutex::new(Queue {
             items: vec![root],
-            busy: workers,
+            busy: 1,
             done: false,
         }),
         wake: Condvar::new(),
@@ -95,15 +100,26 @@ pub(super) fn run(project: &Path, old: Option<&Cache>, started: i128, workers: u
     };
     let outs = std::thread::scope(|s| {
         let sh = &shared;
+        // This thread walks alone first: a small tree is done before other
+        // threads would have started.
+        let mut first = Worker::default();
+        first.walk(sh, Some(SOLO));
         let mut handles = Vec::new();
-        for _ in 1..workers {
-            match std::thread::Builder::new().spawn_scoped(s, move || work(sh)) {
+        for _ in 1..if first.stack.is_empty() { 1 } else { workers } {
+            sh.lock().busy += 1;
+            let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
+                let mut worker = Worker::default();
+                worker.walk(sh, None);
+                worker.out
+            });
+            match spawned {
                 Ok(h) => handles.push(h),
                 // One worker fewer; this thread still walks.
                 Err(_) => sh.lock().busy -= 1,
             }
         }
-        let mut outs = vec![work(sh)];
+        first.walk(sh, None);
+        let mut outs = vec![first.out];
         for h in handles {
             match h.join() {
                 Ok(out) => outs.push(out),
@@ -277,18 +293,29 @@ impl Drop for EndOnPanic<'_, '_> {
     }
 }
 
-fn work(sh: &Shared<'_>) -> Out {
-    let _end = EndOnPanic(sh);
-    let mut out = Out::default();
-    let mut scratch = Scratch::default();
-    let mut stack = Vec::new();
-    while let Some(item) = stack.pop().or_else(|| sh.take()) {
-        visit(sh, &mut out, &mut scratch, item, &mut stack);
-        if stack.len() > 1 && sh.idle.load(Relaxed) > 0 {
-            sh.give(&mut stack);
+/// One worker: what it found, and what it has left to visit.
+#[derive(Default)]
+struct Worker<'s> {
+    out: Out,
+    scratch: Scratch,
+    stack: Vec<Item<'s>>,
+}
+
+impl<'s> Worker<'s> {
+    /// Walk until there is nothing left to do, or `limit` directories
+    /// were visited.
+    fn walk(&mut self, sh: &Shared<'s>, limit: Option<usize>) {
+        let _end = EndOnPanic(sh);
+        while limit.is_none_or(|l| self.out.visited < l) {
+            let Some(item) = self.stack.pop().or_else(|| sh.take()) else {
+                break;
+            };
+            visit(sh, &mut self.out, &mut self.scratch, item, &mut self.stack);
+            if self.stack.len() > 1 && sh.idle.load(Relaxed) > 0 {
+                sh.give(&mut self.stack);
+            }
         }
     }
-    out
 }
 
 /// The last component of a relative path (all of it at the top level).
