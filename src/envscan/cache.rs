@@ -205,12 +205,10 @@ pub(super) fn cmp_rel(a: &[u8], b: &[u8]) -> Ordering {
 
 /// The length of the longest common prefix of `a` and `b`.
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let n = a.len().min(b.len());
-    let mut i = 0;
-    while i + 8 <= n && a.get(i..i + 8) == b.get(i..i + 8) {
-        i += 8;
-    }
-    while i < n && a.get(i) == b.get(i) {
+    // Eight bytes at a time: paths share long prefixes.
+    let (wa, wb) = (a.as_chunks::<8>().0, b.as_chunks::<8>().0);
+    let mut i = 8 * wa.iter().zip(wb).take_while(|(x, y)| x == y).count();
+    while a.get(i).is_some_and(|x| b.get(i) == Some(x)) {
         i += 1;
     }
     i

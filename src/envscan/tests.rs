@@ -775,3 +775,22 @@ fn unreadable_directories_are_reported_by_every_worker() {
         assert_eq!(single.get_or_insert_with(|| got.clone()), &got);
     }
 }
+
+#[test]
+fn records_sort_in_walk_order() {
+    let mut paths: Vec<&[u8]> = vec![
+        b"a-b", b"a/b", b"a", b"", b"a/b/c", b"ab", b"a.b", b"a/a", b"b",
+    ];
+    paths.sort_by(|a, b| cmp_rel(a, b));
+    // A directory, then everything under it, then its next sibling; long
+    // shared prefixes too.
+    let want: Vec<&[u8]> = vec![
+        b"", b"a", b"a/a", b"a/b", b"a/b/c", b"a-b", b"a.b", b"ab", b"b",
+    ];
+    assert_eq!(paths, want);
+    let long = [b'x'; 40];
+    let (a, b) = ([&long[..], b"/y"].concat(), [&long[..], b"-y"].concat());
+    assert_eq!(cmp_rel(&a, &b), std::cmp::Ordering::Less);
+    assert_eq!(cmp_rel(&a[..20], &a), std::cmp::Ordering::Less);
+    assert_eq!(cmp_rel(&a, &a.clone()), std::cmp::Ordering::Equal);
+}
