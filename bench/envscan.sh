@@ -8,7 +8,7 @@
 #
 #   empty  an empty project: the fixed cost of a run (baseline)
 #   first  with no cache (removed before each run): a full walk + cache write
-#   repeat with the cache in place, tree unchanged: one lstat per directory
+#   repeat with the cache in place, tree unchanged: one stat per directory
 #
 # Usage: bench/envscan.sh [SIZE...]     (default: 1000 10000 100000)
 # Environment: BENCH_DIR (default: target/bench-trees), RUNS (default: 30).

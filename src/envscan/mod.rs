@@ -10,7 +10,12 @@
 //! * The next run stats each recorded directory. A directory whose stamp is
 //!   unchanged has the same direct entries, so its recorded names are reused;
 //!   any other directory is read again, and a new subdirectory is walked in
-//!   full. An unchanged tree costs one `lstat` per directory.
+//!   full. An unchanged tree costs one stat per directory (relative to its
+//!   parent's descriptor; a directory with subdirectories to walk is opened,
+//!   `O_PATH`, and stat'ed through that descriptor), and the cache is read
+//!   in place, without an allocation per name (`cache.rs`).
+//! * The walk is shared out among one worker per core ([`walker`]); what
+//!   they find is merged and sorted, so the result does not depend on how.
 //! * A directory modified within [`RACE_NS`] of the previous walk is read
 //!   again regardless: an entry created in the same timestamp tick as that
 //!   walk's read would not show in the modification time.
@@ -24,22 +29,21 @@
 //! sbx version, belongs to another project, or names anything but single
 //! path components is ignored (full walk). Failure to write it is silent.
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::fs::Metadata;
 use std::io;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::MetadataExt;
+use std::num::NonZero;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 mod cache;
 #[cfg(test)]
 mod tests;
+mod walker;
 #[cfg(target_os = "linux")]
 pub mod watch;
 
-use cache::{cache_name, load, store};
+use cache::{cache_name, encode_records, load, store};
 
 /// Directories never searched: they do not hold the user's own secrets.
 pub const PRUNED: &[&str] = &[
@@ -77,7 +81,7 @@ pub struct Found {
     /// The directories that could not be listed (no read permission): what
     /// they hold is unknown, so they must be masked whole. A command can
     /// make a directory unreadable to hide a `.env` from the next scan, then
-    /// make it readable again.
+    /// make it readable again (sorted, without duplicates).
     pub unreadable: Vec<PathBuf>,
     /// Every `.git` entry (directory, file or link) under the project, the
     /// project's own included: each is a repository git on the host may
@@ -122,13 +126,28 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn of(m: &Metadata) -> Stamp {
+    #[cfg(test)]
+    fn of(m: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
         let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
         Stamp {
             dev: m.dev(),
             ino: m.ino(),
             mtime: ns(m.mtime(), m.mtime_nsec()),
             ctime: ns(m.ctime(), m.ctime_nsec()),
+        }
+    }
+
+    /// As [`std::fs::Metadata`] gives them (the field types vary between
+    /// platforms).
+    #[allow(clippy::unnecessary_cast)]
+    fn from_stat(st: &nix::sys::stat::FileStat) -> Stamp {
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Stamp {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            mtime: ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
+            ctime: ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
         }
     }
 
@@ -139,7 +158,8 @@ impl Stamp {
     }
 }
 
-/// One directory's relevant entries.
+/// One directory's relevant entries, for tests that write a cache.
+#[cfg(test)]
 #[derive(Debug)]
 struct Dir {
     stamp: Stamp,
@@ -147,8 +167,7 @@ struct Dir {
     /// when walking).
     subdirs: Vec<Vec<u8>>,
     /// Names of the entries other than directories that start with `.env`
-    /// (any case), and a `.git` file or link; [`is_env_file_name`] is
-    /// applied when resolving.
+    /// (any case), and a `.git` file or link, and a `HEAD`.
     envs: Vec<Vec<u8>>,
     /// It could not be listed (never cached: read again every time).
     unreadable: bool,
@@ -160,178 +179,70 @@ struct Stats {
     read: usize,
     reused: usize,
     wrote: bool,
-    /// Directories that could not be listed.
+    /// Directories that could not be listed (sorted).
     unreadable: Vec<PathBuf>,
     /// `.git` entries found (sorted).
     git_entries: Vec<PathBuf>,
     /// Bare repositories found (sorted).
     bare: Vec<PathBuf>,
+    /// Workers that visited a directory.
+    workers: usize,
+    /// Directory descriptors the walk kept open at once, at most; and when
+    /// it ended (none). Read by tests only.
+    #[cfg_attr(not(test), allow(dead_code))]
+    peak_fds: usize,
+    #[cfg_attr(not(test), allow(dead_code))]
+    fds_left: usize,
 }
 
 fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, Stats) {
+    let workers = std::thread::available_parallelism().map_or(1, NonZero::get);
+    scan_with(project, cache_dir, now, workers)
+}
+
+/// [`scan`] with up to `workers` workers (within [`walker::MAX_WORKERS`]).
+fn scan_with(
+    project: &Path,
+    cache_dir: Option<&Path>,
+    now: i128,
+    workers: usize,
+) -> (Vec<PathBuf>, Stats) {
     let cache_file = cache_dir.map(|d| d.join(cache_name(project)));
-    let cache = cache_file.as_deref().and_then(|f| load(f, project));
-    let mut walk = Walk {
-        dirty: cache.is_none(),
-        ..Walk::default()
+    let old = cache_file.as_deref().and_then(|f| load(f, project));
+    let started = old.as_ref().map_or(i128::MIN, |c| c.walk);
+    let walked = walker::run(project, old.as_ref(), started, workers);
+    let mut stats = Stats {
+        peak_fds: walked.peak_fds,
+        fds_left: walked.fds_left,
+        ..Stats::default()
     };
-    let (started, mut old) = match cache {
-        Some(c) => (c.walk, c.dirs),
-        None => (i128::MIN, HashMap::new()),
-    };
-    let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
-    while let Some(rel) = stack.pop() {
-        let path = if rel.is_empty() {
-            project.to_path_buf()
-        } else {
-            project.join(OsStr::from_bytes(&rel))
-        };
-        walk.visit(rel, &path, &mut old, started, &mut stack);
+    // The cache is written again when a directory was read.
+    let dirty = old.is_none() || walked.outs.iter().any(|o| o.read > 0);
+    if let Some(file) = cache_file.as_deref().filter(|_| dirty) {
+        stats.wrote = walker::cache_records(old.as_ref(), &walked.outs)
+            .and_then(|records| encode_records(project, now, records.into_iter()))
+            .is_some_and(|bytes| store(file, &bytes).is_ok());
     }
-    let Walk {
-        mut stats,
-        mut found,
-        records,
-        dirty,
-    } = walk;
-    if dirty {
-        if let Some(file) = &cache_file {
-            stats.wrote = store(file, project, now, &records).is_ok();
-        }
+    let mut found = Vec::new();
+    for out in walked.outs {
+        stats.read += out.read;
+        stats.reused += out.reused;
+        stats.workers += usize::from(out.visited > 0);
+        found.extend(out.found);
+        stats.unreadable.extend(out.unreadable);
+        stats.git_entries.extend(out.git_entries);
+        stats.bare.extend(out.bare);
     }
-    found.sort();
-    found.dedup();
-    stats.git_entries.sort();
-    stats.bare.sort();
+    for list in [
+        &mut found,
+        &mut stats.unreadable,
+        &mut stats.git_entries,
+        &mut stats.bare,
+    ] {
+        list.sort();
+        list.dedup();
+    }
     (found, stats)
-}
-
-/// What a walk has found so far.
-#[derive(Default)]
-struct Walk {
-    stats: Stats,
-    found: Vec<PathBuf>,
-    /// The directories to cache, by path relative to the project.
-    records: Vec<(Vec<u8>, Dir)>,
-    /// Whether the cache must be written again.
-    dirty: bool,
-}
-
-impl Walk {
-    /// One directory: reused from the cache when its stamp is unchanged and
-    /// settled before the walk that cached it, else read; its subdirectories
-    /// go on `stack`, its `.env` candidates are resolved.
-    fn visit(
-        &mut self,
-        rel: Vec<u8>,
-        path: &Path,
-        old: &mut HashMap<Vec<u8>, Dir>,
-        started: i128,
-        stack: &mut Vec<Vec<u8>>,
-    ) {
-        let stats = &mut self.stats;
-        // Stat before reading: a change after this point shows next time.
-        // `lstat`, so a directory symlink is never followed.
-        let meta = match std::fs::symlink_metadata(path) {
-            Ok(meta) => meta,
-            Err(e) => {
-                // Listed but not searchable (`chmod 444` on its parent):
-                // what it holds is unknown, so the parent is masked whole.
-                if e.kind() == io::ErrorKind::PermissionDenied {
-                    if let Some(parent) = path.parent() {
-                        stats.unreadable.push(parent.to_path_buf());
-                    }
-                }
-                return;
-            }
-        };
-        if !meta.is_dir() {
-            return;
-        }
-        let stamp = Stamp::of(&meta);
-        let cached = old
-            .remove(&rel)
-            .filter(|d| d.stamp == stamp && d.stamp.settled(started));
-        let (dir, complete) = match cached {
-            Some(d) => {
-                stats.reused += 1;
-                (d, true)
-            }
-            None => {
-                stats.read += 1;
-                self.dirty = true;
-                let (dir, complete) = read(path, stamp);
-                if dir.unreadable {
-                    stats.unreadable.push(path.to_path_buf());
-                }
-                (dir, complete)
-            }
-        };
-        for name in dir.subdirs.iter().filter(|n| !is_pruned(n)) {
-            let mut child = rel.clone();
-            if !child.is_empty() {
-                child.push(b'/');
-            }
-            child.extend_from_slice(name);
-            stack.push(child);
-        }
-        if dir.subdirs.iter().any(|n| n == b".git") {
-            stats.git_entries.push(path.join(".git"));
-        }
-        let mut noted = Found::default();
-        for name in &dir.envs {
-            note_entry(path, name, &mut noted);
-        }
-        self.found.append(&mut noted.env_files);
-        stats.git_entries.append(&mut noted.git_entries);
-        stats.bare.append(&mut noted.bare);
-        stats.unreadable.append(&mut noted.unreadable);
-        // An incompletely read directory is left out, so it is read again.
-        if complete {
-            self.records.push((rel, dir));
-        }
-    }
-}
-
-/// Read one directory. The flag tells whether the listing is complete; a
-/// directory that may not be read is incomplete (so never cached) and marked
-/// unreadable.
-fn read(path: &Path, stamp: Stamp) -> (Dir, bool) {
-    let mut dir = Dir {
-        stamp,
-        subdirs: Vec::new(),
-        envs: Vec::new(),
-        unreadable: false,
-    };
-    let entries = match std::fs::read_dir(path) {
-        Ok(e) => e,
-        Err(e) => {
-            dir.unreadable = e.kind() == io::ErrorKind::PermissionDenied;
-            return (dir, false);
-        }
-    };
-    let mut complete = true;
-    for entry in entries {
-        let Ok(entry) = entry else {
-            complete = false;
-            break;
-        };
-        // From the directory entry's type when the file system gives it;
-        // never follows a symlink.
-        let Ok(ft) = entry.file_type() else {
-            complete = false;
-            continue;
-        };
-        let name = entry.file_name().into_vec();
-        if ft.is_dir() {
-            dir.subdirs.push(name);
-        } else if may_be_env(&name) || name == b".git" || name == b"HEAD" {
-            // `HEAD`: what makes a directory a git directory (see
-            // `git_dir_like`).
-            dir.envs.push(name);
-        }
-    }
-    (dir, complete)
 }
 
 /// Whether git takes `dir` for a git directory, as its own test does

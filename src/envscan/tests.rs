@@ -5,6 +5,7 @@ use super::*;
 use std::fs;
 use std::fs::File;
 use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::process::CommandExt;
 
 /// A walk "later": every directory created by the test is settled.
 fn later() -> i128 {
@@ -219,8 +220,9 @@ fn corrupt_cache_is_ignored() {
         [&good[..], b"extra\0"].concat(),
     ];
     // Another format version, sbx version, project.
+    let format = [MAGIC, b"\0", FORMAT, b"\0"].concat();
     for (from, to) in [
-        (&b"\x001\x00"[..], &b"\x002\x00"[..]),
+        (&format[..], &b"sbx-envscan\x003\x00"[..]),
         (env!("CARGO_PKG_VERSION").as_bytes(), b"0.0.0-other"),
         (p.as_os_str().as_bytes(), b"/elsewhere"),
     ] {
@@ -344,28 +346,19 @@ fn hostile_cache_is_ignored() {
         FORMAT,
         env!("CARGO_PKG_VERSION").as_bytes(),
         p.as_os_str().as_bytes(),
-        b"0",
-        b"18446744073709551615",
-        b"",
-        b"1",
-        b"1",
-        b"1",
-        b"1",
-        b"18446744073709551615",
     ] {
         b.extend_from_slice(tok);
         b.push(0);
     }
+    b.extend_from_slice(&0i128.to_le_bytes());
+    b.extend_from_slice(&u64::MAX.to_le_bytes());
+    b.extend_from_slice(&[0; 64]);
     assert!(decode(&b, &p).is_none());
-    for n in ["", "+1", "1 ", "0x10", "-", "1-", "--1", "1e3", "\u{661}"] {
-        assert_eq!(num::<i128>(n.as_bytes()), None, "{n}");
-    }
-    assert_eq!(num::<u64>(b"-1"), None);
-    assert_eq!(num::<u64>(b"18446744073709551616"), None);
-    assert_eq!(num::<u64>(b"18446744073709551615"), Some(u64::MAX));
-    assert_eq!(num::<i128>(&[b'9'; 39]), None);
-    assert_eq!(num::<i128>(&[b'9'; 38]), Some(10i128.pow(38) - 1));
-    assert_eq!(num::<i128>(b"-5"), Some(-5));
+    // Nor does a huge count of names.
+    let mut b = encode(&p, later(), &honest()[..1]);
+    let names = b.len() - 8;
+    b[names..names + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(decode(&b, &p).is_none());
 }
 
 #[test]
@@ -431,4 +424,373 @@ fn every_git_entry_is_found_from_the_cache_too() {
     touch(&p.join("vendor/.git"));
     let found = walk(&p, Some(&cache));
     assert!(found.git_entries.contains(&p.join("vendor/.git")));
+}
+
+/// The cache file the previous layout (format 3: decimal tokens, each
+/// ended by a NUL byte) wrote for `records`.
+fn encode_format_3(project: &Path, walk: i128, records: &[(Vec<u8>, Dir)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut tok = |b: &[u8]| {
+        out.extend_from_slice(b);
+        out.push(0);
+    };
+    tok(MAGIC);
+    tok(b"3");
+    tok(env!("CARGO_PKG_VERSION").as_bytes());
+    tok(project.as_os_str().as_bytes());
+    tok(walk.to_string().as_bytes());
+    tok(records.len().to_string().as_bytes());
+    for (rel, d) in records {
+        tok(rel);
+        for n in [
+            d.stamp.dev.into(),
+            d.stamp.ino.into(),
+            d.stamp.mtime,
+            d.stamp.ctime,
+        ] {
+            tok(n.to_string().as_bytes());
+        }
+        for list in [&d.subdirs, &d.envs] {
+            tok(list.len().to_string().as_bytes());
+            for name in list {
+                tok(name);
+            }
+        }
+    }
+    out
+}
+
+/// The records an honest walk of `p` (holding `a/.env`) caches.
+fn records_of_a_env(p: &Path) -> Vec<(Vec<u8>, Dir)> {
+    let stamp = |d: &Path| Stamp::of(&fs::symlink_metadata(d).unwrap());
+    let dir = |stamp, subdirs: &[&[u8]], envs: &[&[u8]]| Dir {
+        stamp,
+        subdirs: subdirs.iter().map(|n| n.to_vec()).collect(),
+        envs: envs.iter().map(|n| n.to_vec()).collect(),
+        unreadable: false,
+    };
+    vec![
+        (Vec::new(), dir(stamp(p), &[b"a", b"b"], &[])),
+        (b"a".to_vec(), dir(stamp(&p.join("a")), &[], &[b".env"])),
+        (b"b".to_vec(), dir(stamp(&p.join("b")), &[], &[])),
+    ]
+}
+
+#[test]
+fn cache_of_the_previous_format_is_ignored() {
+    let (_t, p, cache) = setup();
+    touch(&p.join("a/.env"));
+    fs::create_dir(p.join("b")).unwrap();
+    let file = cache_file(&p, &cache);
+    fs::create_dir_all(&cache).unwrap();
+    // A true account of the tree, in the old layout: not read at all.
+    let old = encode_format_3(&p, later(), &records_of_a_env(&p));
+    assert!(decode(&old, &p).is_none());
+    fs::write(&file, &old).unwrap();
+    let walk = later();
+    let (got, stats) = scan(&p, Some(&cache), walk);
+    assert_eq!(got, vec![real(&p.join("a/.env"))]);
+    assert_eq!((stats.read, stats.reused, stats.wrote), (3, 0, true));
+    // Replaced by the current layout, which the next walk uses.
+    let new = fs::read(&file).unwrap();
+    assert_eq!(new, encode(&p, walk, &records_of_a_env(&p)));
+    let (got, stats) = scan(&p, Some(&cache), later());
+    assert_eq!(got, vec![real(&p.join("a/.env"))]);
+    assert_eq!((stats.read, stats.reused, stats.wrote), (0, 3, false));
+}
+
+#[test]
+fn truncated_or_corrupt_cache_is_ignored() {
+    let (_t, p, cache) = setup();
+    touch(&p.join("a/.env"));
+    fs::create_dir(p.join("b")).unwrap();
+    let want = vec![real(&p.join("a/.env"))];
+    let file = cache_file(&p, &cache);
+    fs::create_dir_all(&cache).unwrap();
+    let honest = records_of_a_env(&p);
+    let good = encode(&p, later(), &honest);
+    assert!(decode(&good, &p).is_some());
+    let full_walk = |bytes: &[u8]| {
+        assert!(decode(bytes, &p).is_none());
+        fs::write(&file, bytes).unwrap();
+        let (got, stats) = scan(&p, Some(&cache), later());
+        assert_eq!(got, want);
+        assert!(stats.read == 3 && stats.wrote, "{stats:?}");
+    };
+    // Cut anywhere.
+    for len in 0..good.len() {
+        assert!(decode(&good[..len], &p).is_none(), "{len}");
+    }
+    full_walk(&good[..good.len() / 3]);
+    // Anything after the last record.
+    full_walk(&[&good[..], b"\0"].concat());
+    // A record count one off.
+    let count = good.len()
+        - honest
+            .iter()
+            .map(|(rel, d)| record_len(rel, d))
+            .sum::<usize>()
+        - 8;
+    for n in [2u64, 4, u64::from(u32::MAX) + 3] {
+        let mut bad = good.clone();
+        bad[count..count + 8].copy_from_slice(&n.to_le_bytes());
+        full_walk(&bad);
+    }
+    // Records out of order, or twice.
+    let mut swapped = records_of_a_env(&p);
+    swapped.swap(1, 2);
+    full_walk(&encode(&p, later(), &swapped));
+    let mut twice = records_of_a_env(&p);
+    twice.insert(1, records_of_a_env(&p).remove(1));
+    full_walk(&encode(&p, later(), &twice));
+    // A component `.` or `..` or empty, past a prefix shared with the
+    // previous path.
+    for bad in [&b"a/.."[..], b"a/", b"a//b", b"a/./b"] {
+        let mut r = records_of_a_env(&p);
+        let mut extra = records_of_a_env(&p).remove(2);
+        extra.0 = bad.to_vec();
+        r.insert(2, extra);
+        full_walk(&encode(&p, later(), &r));
+    }
+    // Names out of order, twice, empty, with a NUL.
+    for names in [
+        vec![b"b".to_vec(), b"a".to_vec()],
+        vec![b"a".to_vec(), b"a".to_vec(), b"b".to_vec()],
+        vec![b"a".to_vec(), b"b".to_vec(), Vec::new()],
+        vec![b"a".to_vec(), b"b".to_vec(), b"c\0".to_vec()],
+    ] {
+        let mut r = records_of_a_env(&p);
+        r[0].1.subdirs = names;
+        full_walk(&encode(&p, later(), &r));
+    }
+    // A path or name length past the end.
+    let first = good.len()
+        - honest
+            .iter()
+            .map(|(rel, d)| record_len(rel, d))
+            .sum::<usize>();
+    let mut bad = good.clone();
+    bad[first..first + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    full_walk(&bad);
+    let mut bad = good.clone();
+    let name = first + 4 + STAMP + 8;
+    bad[name..name + 2].copy_from_slice(&u16::MAX.to_le_bytes());
+    full_walk(&bad);
+    // Any byte changed: the file is rejected (full walk, as above), or
+    // used without a panic (a stamp that no longer matches, or a name that
+    // no longer does, is taken as it is: a record is trusted).
+    for i in 0..good.len() {
+        for flip in [0x01, 0x80, 0xff] {
+            let mut bad = good.clone();
+            bad[i] ^= flip;
+            if decode(&bad, &p).is_some() {
+                fs::write(&file, &bad).unwrap();
+                scan(&p, Some(&cache), later());
+            }
+        }
+    }
+}
+
+/// dev, ino, mtime, ctime.
+const STAMP: usize = 48;
+
+/// The length of a record in the cache file.
+fn record_len(rel: &[u8], d: &Dir) -> usize {
+    let names: usize = d.subdirs.iter().chain(&d.envs).map(|n| 2 + n.len()).sum();
+    4 + rel.len() + STAMP + 8 + names
+}
+
+/// Top-level directories of [`varied_tree`], each with 8 subdirectories of
+/// 4 more.
+const VARIED: usize = 20;
+
+/// A tree with some of everything a walk reports: 800 directories.
+fn varied_tree(p: &Path, outside: &Path) {
+    for i in 0..VARIED {
+        for j in 0..8 {
+            let d = p.join(format!("m{i}/n{j}"));
+            for k in 0..4 {
+                fs::create_dir_all(d.join(format!("o{k}"))).unwrap();
+            }
+            match (i * 8 + j) % 7 {
+                0 => touch(&d.join(".env")),
+                1 => touch(&d.join("o1/.env.local")),
+                2 => fs::create_dir_all(d.join(".git/objects")).unwrap(),
+                3 => touch(&d.join("o2/.git")),
+                4 => touch(&d.join("node_modules/x/.env")),
+                5 => symlink(outside.join("secret"), d.join("o3/.env")).unwrap(),
+                _ => touch(&d.join(".env.example")),
+            }
+        }
+    }
+    // A bare repository.
+    touch(&p.join("m3/bare.git/HEAD"));
+    fs::create_dir_all(p.join("m3/bare.git/objects")).unwrap();
+    fs::create_dir_all(p.join("m3/bare.git/refs")).unwrap();
+}
+
+/// Everything a walk reports.
+fn report(found: Vec<PathBuf>, stats: &Stats) -> [Vec<PathBuf>; 4] {
+    [
+        found,
+        stats.unreadable.clone(),
+        stats.git_entries.clone(),
+        stats.bare.clone(),
+    ]
+}
+
+#[test]
+fn several_workers_find_what_one_does() {
+    let (t, p, cache) = setup();
+    let outside = t.path().join("outside");
+    touch(&outside.join("secret"));
+    varied_tree(&p, &outside);
+    let walk = later();
+    let (one, stats) = scan_with(&p, Some(&cache), walk, 1);
+    assert_eq!(
+        (stats.workers, stats.read),
+        (1, 1 + VARIED * (1 + 8 * 5) + 3)
+    );
+    let single = report(one, &stats);
+    // Secrets in 2 of 7 cases, and links to one outside; 2 of 7 are
+    // repositories.
+    let cases = |c: &[usize]| (0..VARIED * 8).filter(|n| c.contains(&(n % 7))).count();
+    assert_eq!(single[0].len(), cases(&[0, 1]) + 1);
+    assert_eq!(single[2].len(), cases(&[2, 3]));
+    assert_eq!(single[3], vec![p.join("m3/bare.git")]);
+    let cached = fs::read(cache_file(&p, &cache)).unwrap();
+    // The workers share the tree out only when one waits for work: try
+    // until several took part (the first time, nearly always).
+    let mut shared_out = false;
+    for _ in 0..50 {
+        let other = t.path().join("cache-parallel");
+        let (found, stats) = scan_with(&p, Some(&other), walk, 4);
+        assert_eq!(report(found, &stats), single);
+        // The same cache, byte for byte.
+        assert_eq!(fs::read(cache_file(&p, &other)).unwrap(), cached);
+        let (found, again) = scan_with(&p, Some(&other), later(), 4);
+        assert_eq!(report(found, &again), single);
+        assert_eq!((again.read, again.wrote), (0, false), "{again:?}");
+        if stats.workers > 1 && again.workers > 1 {
+            shared_out = true;
+            break;
+        }
+    }
+    assert!(shared_out, "the walk was never shared out");
+}
+
+#[test]
+fn deep_tree_keeps_few_descriptors() {
+    let (_t, p, cache) = setup();
+    let mut deep = p.clone();
+    let mut want = Vec::new();
+    for depth in 1..=300 {
+        // A sibling waits on the stack while "d" is walked: a descriptor
+        // per level could stay open.
+        fs::create_dir_all(deep.join("e")).unwrap();
+        deep.push("d");
+        if depth % 100 == 0 {
+            touch(&deep.join(".env"));
+            want.push(real(&deep.join(".env")));
+        }
+    }
+    want.sort();
+    for workers in [1, 2] {
+        let (got, stats) = scan_with(&p, Some(&cache), later(), workers);
+        assert_eq!(got, want);
+        assert_eq!(stats.read + stats.reused, 601);
+        // One per level until the budget (one worker), none left open.
+        assert!(stats.peak_fds <= walker::FD_BUDGET, "{stats:?}");
+        if workers == 1 {
+            assert_eq!(stats.peak_fds, walker::FD_BUDGET);
+        }
+        assert_eq!(stats.fds_left, 0);
+    }
+    let (got, stats) = scan(&p, Some(&cache), later());
+    assert_eq!((got, stats.read), (want, 0));
+}
+
+/// Directories the walk may not list are reported whichever worker meets
+/// them. Root lists any directory whatever its mode: as root, this test
+/// runs again in a child process as `nobody`.
+#[test]
+fn unreadable_directories_are_reported_by_every_worker() {
+    const AS_NOBODY: &str = "SBX_TEST_ENVSCAN_AS_NOBODY";
+    if nix::unistd::geteuid().is_root() {
+        assert!(std::env::var_os(AS_NOBODY).is_none(), "still root");
+        let name = format!(
+            "{}::unreadable_directories_are_reported_by_every_worker",
+            module_path!().split_once("::").unwrap().1
+        );
+        let run = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &name, "--test-threads=1"])
+            .env(AS_NOBODY, "1")
+            .uid(65534)
+            .gid(65534)
+            .output();
+        match run {
+            Ok(out) => {
+                let said = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success() && said.contains("1 passed"),
+                    "as nobody: {said}{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            Err(e) => eprintln!("NOTE: running as root, and not as nobody either ({e}): skipped"),
+        }
+        return;
+    }
+    let (t, p, cache) = setup();
+    let outside = t.path().join("outside");
+    touch(&outside.join("secret"));
+    varied_tree(&p, &outside);
+    // Not listable; listable but not searchable; searchable only.
+    let modes = [("m5/n2", 0o000), ("m11/n6/o1", 0o444), ("m17", 0o311)];
+    touch(&p.join("m11/n6/o1/.env"));
+    fs::create_dir_all(p.join("m11/n6/o1/sub")).unwrap();
+    for (d, mode) in modes {
+        fs::set_permissions(p.join(d), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    // Restored even on failure, so that the tree can be removed.
+    struct Restore<'a>(&'a Path, [(&'a str, u32); 3]);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            for (d, _) in self.1 {
+                let _ = fs::set_permissions(self.0.join(d), fs::Permissions::from_mode(0o755));
+            }
+        }
+    }
+    let _restore = Restore(&p, modes);
+    let mut want: Vec<PathBuf> = modes.iter().map(|(d, _)| p.join(d)).collect();
+    want.sort();
+    let mut single = None;
+    for workers in [1, 4, 1, 4] {
+        // The first walk of each count reads everything, the second reuses
+        // what it may.
+        let (found, stats) =
+            scan_with(&p, Some(&cache.join(workers.to_string())), later(), workers);
+        assert_eq!(stats.unreadable, want, "{workers} workers");
+        let got = report(found, &stats);
+        assert_eq!(single.get_or_insert_with(|| got.clone()), &got);
+    }
+}
+
+#[test]
+fn records_sort_in_walk_order() {
+    let mut paths: Vec<&[u8]> = vec![
+        b"a-b", b"a/b", b"a", b"", b"a/b/c", b"ab", b"a.b", b"a/a", b"b",
+    ];
+    paths.sort_by(|a, b| cmp_rel(a, b));
+    // A directory, then everything under it, then its next sibling; long
+    // shared prefixes too.
+    let want: Vec<&[u8]> = vec![
+        b"", b"a", b"a/a", b"a/b", b"a/b/c", b"a-b", b"a.b", b"ab", b"b",
+    ];
+    assert_eq!(paths, want);
+    let long = [b'x'; 40];
+    let (a, b) = ([&long[..], b"/y"].concat(), [&long[..], b"-y"].concat());
+    assert_eq!(cmp_rel(&a, &b), std::cmp::Ordering::Less);
+    assert_eq!(cmp_rel(&a[..20], &a), std::cmp::Ordering::Less);
+    assert_eq!(cmp_rel(&a, &a.clone()), std::cmp::Ordering::Equal);
 }

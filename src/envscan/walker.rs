@@ -1,0 +1,691 @@
+//! The walk itself, for [`super::scan`]: each directory is reached from its
+//! parent's descriptor (`fstatat`, `openat`: no path lookup from the root,
+//! never through a symlink), and the tree is shared out among workers.
+//!
+//! * A worker walks depth first from its own stack; when another worker is
+//!   idle, it hands over the older half of that stack (the directories
+//!   nearest the root: the largest subtrees) through a shared queue. The
+//!   other workers start only once the first has visited [`SOLO`]
+//!   directories: most trees are walked before threads would have started.
+//! * A directory's descriptor is kept open while directories below it wait
+//!   on a stack, so at most one per level per worker; past [`FD_BUDGET`]
+//!   descriptors in all, a directory's entries are reached by absolute
+//!   path instead (slower, same result).
+//! * Each worker collects what it found; [`super::scan`] merges and sorts.
+
+use std::ffi::OsStr;
+use std::os::fd::AsRawFd;
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{FileStat, Mode, SFlag};
+use nix::NixPath;
+
+use super::cache::{put_body, Cache};
+use super::{is_pruned, may_be_env, Stamp};
+
+/// Most workers in one walk: metadata calls scale with cores only so far.
+pub(super) const MAX_WORKERS: usize = 8;
+
+/// Directories the first worker visits alone before the others start.
+const SOLO: usize = 256;
+
+/// Most directory descriptors kept open at once, by all workers together
+/// (well below the usual limit of 1024 per process).
+pub(super) const FD_BUDGET: usize = 128;
+
+/// What one worker found.
+#[derive(Default)]
+pub(super) struct Out {
+    /// Directories read (not reused from the cache), reused, visited.
+    pub read: usize,
+    pub reused: usize,
+    pub visited: usize,
+    pub found: Vec<PathBuf>,
+    pub unreadable: Vec<PathBuf>,
+    pub git_entries: Vec<PathBuf>,
+    pub bare: Vec<PathBuf>,
+    /// The directories to cache: path relative to the project, and where
+    /// its record body is.
+    pub records: Vec<(Vec<u8>, Src)>,
+    /// The record bodies of the directories this worker read.
+    pub arena: Vec<u8>,
+}
+
+/// Where a record body to write is.
+pub(super) enum Src {
+    /// The previous cache's record, unchanged.
+    Old(u32),
+    /// `arena[start..end]` of the worker that read it.
+    New(usize, usize),
+}
+
+/// What a whole walk found: each worker's part, and descriptor counts (the
+/// most kept open at once, and how many were left open: none).
+pub(super) struct Walked {
+    pub outs: Vec<Out>,
+    pub peak_fds: usize,
+    pub fds_left: usize,
+}
+
+/// Walk `project` with up to `workers` workers, reusing the records of
+/// `old` (written by a walk that started at `started`).
+pub(super) fn run(project: &Path, old: Option<&Cache>, started: i128, workers: usize) -> Walked {
+    let workers = workers.clamp(1, MAX_WORKERS);
+    let root = Item {
+        rel: Vec::new(),
+        at: At::Root,
+        lo: 0,
+        hi: old.map_or(0, Cache::len),
+        skip: 0,
+    };
+    let fds = FdCount::default();
+    let shared = Shared {
+        project,
+        old,
+        started,
+        queue: Mutex::new(Queue {
+            items: vec![root],
+            busy: 1,
+            done: false,
+        }),
+        wake: Condvar::new(),
+        idle: AtomicUsize::new(0),
+        fds: &fds,
+    };
+    let outs = std::thread::scope(|s| {
+        let sh = &shared;
+        // This thread walks alone first: a small tree is done before other
+        // threads would have started.
+        let mut first = Worker::default();
+        first.walk(sh, Some(SOLO));
+        let mut handles = Vec::new();
+        for _ in 1..if first.stack.is_empty() { 1 } else { workers } {
+            sh.lock().busy += 1;
+            let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
+                let mut worker = Worker::default();
+                worker.walk(sh, None);
+                worker.out
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                // One worker fewer; this thread still walks.
+                Err(_) => sh.lock().busy -= 1,
+            }
+        }
+        first.walk(sh, None);
+        let mut outs = vec![first.out];
+        for h in handles {
+            match h.join() {
+                Ok(out) => outs.push(out),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        outs
+    });
+    drop(shared);
+    Walked {
+        outs,
+        peak_fds: fds.peak.load(Relaxed),
+        fds_left: fds.open.load(Relaxed),
+    }
+}
+
+/// A directory descriptor, closed on drop.
+struct Fd<'s> {
+    raw: RawFd,
+    /// The directory stream it was opened as, to be read (which then
+    /// closes it), if any.
+    stream: Option<Mutex<nix::dir::Dir>>,
+    /// The count it is part of (see [`FD_BUDGET`]), if any.
+    counted: Option<&'s AtomicUsize>,
+}
+
+impl Drop for Fd<'_> {
+    fn drop(&mut self) {
+        if self.stream.is_none() {
+            let _ = nix::unistd::close(self.raw);
+        }
+        if let Some(count) = self.counted {
+            count.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
+/// Opens a directory only to reach its entries (where the system can).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const REACH: OFlag = OFlag::O_PATH;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const REACH: OFlag = OFlag::empty();
+
+/// What a directory is opened for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Open {
+    /// To stat it and reach its entries, not to read it (`O_PATH`, where
+    /// there is one: cheaper, and no read permission needed).
+    Reach,
+    /// To read it.
+    Read,
+}
+
+/// How a directory to visit is reached.
+enum At<'s> {
+    /// The project itself, by its path.
+    Root,
+    /// By name, from its parent's descriptor.
+    Parent(Arc<Fd<'s>>),
+    /// By absolute path (its parent's descriptor was not kept).
+    Path,
+}
+
+/// A directory to visit.
+struct Item<'s> {
+    /// Its path relative to the project (empty for the root).
+    rel: Vec<u8>,
+    at: At<'s>,
+    /// The previous cache's records `lo..hi` hold its own, if any; their
+    /// paths share their first `skip` bytes with `rel`.
+    lo: u32,
+    hi: u32,
+    skip: usize,
+}
+
+struct Queue<'s> {
+    items: Vec<Item<'s>>,
+    /// Workers not waiting for work.
+    busy: usize,
+    /// Every worker waited at once: nothing is left to do.
+    done: bool,
+}
+
+struct Shared<'s> {
+    project: &'s Path,
+    old: Option<&'s Cache>,
+    started: i128,
+    queue: Mutex<Queue<'s>>,
+    wake: Condvar,
+    /// Workers waiting for work (read without the lock, to decide whether
+    /// to share).
+    idle: AtomicUsize,
+    fds: &'s FdCount,
+}
+
+/// Descriptors kept open for the directories below them, and the most at
+/// once.
+#[derive(Default)]
+struct FdCount {
+    open: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl<'s> Shared<'s> {
+    fn lock(&self) -> MutexGuard<'_, Queue<'s>> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next directory from the shared queue, waiting for one while any
+    /// other worker is busy (it may share); `None` when all are done.
+    fn take(&self) -> Option<Item<'s>> {
+        let mut q = self.lock();
+        loop {
+            if let Some(item) = q.items.pop() {
+                return Some(item);
+            }
+            if q.done {
+                return None;
+            }
+            q.busy = q.busy.saturating_sub(1);
+            if q.busy == 0 {
+                q.done = true;
+                self.wake.notify_all();
+                return None;
+            }
+            self.idle.fetch_add(1, Relaxed);
+            q = self.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
+            self.idle.fetch_sub(1, Relaxed);
+            q.busy += 1;
+        }
+    }
+
+    /// Hand the older half of a worker's stack to the others.
+    fn give(&self, stack: &mut Vec<Item<'s>>) {
+        let half = stack.len() / 2;
+        self.lock().items.extend(stack.drain(..half));
+        self.wake.notify_all();
+    }
+
+    /// A directory's absolute path.
+    fn path(&self, rel: &[u8]) -> PathBuf {
+        if rel.is_empty() {
+            self.project.to_path_buf()
+        } else {
+            self.project.join(OsStr::from_bytes(rel))
+        }
+    }
+
+    /// Keep `fd` open for the directories below it, within the budget.
+    fn keep(&self, mut fd: Fd<'s>) -> At<'s> {
+        let held = self.fds.open.fetch_add(1, Relaxed) + 1;
+        if held > FD_BUDGET {
+            self.fds.open.fetch_sub(1, Relaxed);
+            return At::Path;
+        }
+        self.fds.peak.fetch_max(held, Relaxed);
+        fd.counted = Some(&self.fds.open);
+        At::Parent(Arc::new(fd))
+    }
+}
+
+/// Ends the walk if a worker panics, so that none waits forever.
+struct EndOnPanic<'a, 's>(&'a Shared<'s>);
+
+impl Drop for EndOnPanic<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.lock().done = true;
+            self.0.wake.notify_all();
+        }
+    }
+}
+
+/// One worker: what it found, and what it has left to visit.
+#[derive(Default)]
+struct Worker<'s> {
+    out: Out,
+    scratch: Scratch,
+    stack: Vec<Item<'s>>,
+}
+
+impl<'s> Worker<'s> {
+    /// Walk until there is nothing left to do, or `limit` directories
+    /// were visited.
+    fn walk(&mut self, sh: &Shared<'s>, limit: Option<usize>) {
+        let _end = EndOnPanic(sh);
+        while limit.is_none_or(|l| self.out.visited < l) {
+            let Some(item) = self.stack.pop().or_else(|| sh.take()) else {
+                break;
+            };
+            visit(sh, &mut self.out, &mut self.scratch, item, &mut self.stack);
+            if self.stack.len() > 1 && sh.idle.load(Relaxed) > 0 {
+                sh.give(&mut self.stack);
+            }
+        }
+    }
+}
+
+/// The last component of a relative path (all of it at the top level).
+fn last(rel: &[u8]) -> &[u8] {
+    rel.rsplit(|&b| b == b'/').next().unwrap_or_default()
+}
+
+/// The parent of a relative path (empty at the top level).
+fn parent(rel: &[u8]) -> &[u8] {
+    rel.iter()
+        .rposition(|&b| b == b'/')
+        .and_then(|i| rel.get(..i))
+        .unwrap_or_default()
+}
+
+fn is_dir(st: &FileStat) -> bool {
+    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+}
+
+fn stat(sh: &Shared<'_>, at: &At<'_>, rel: &[u8]) -> nix::Result<FileStat> {
+    let flags = AtFlags::AT_SYMLINK_NOFOLLOW;
+    match at {
+        At::Root => nix::sys::stat::fstatat(None, sh.project, flags),
+        At::Parent(fd) => nix::sys::stat::fstatat(Some(fd.raw), last(rel), flags),
+        At::Path => nix::sys::stat::fstatat(None, &sh.path(rel), flags),
+    }
+}
+
+/// Open a directory, never through a symlink (nor anything but a
+/// directory: no FIFO to block on); and stat it through its descriptor.
+fn open<'s>(
+    sh: &Shared<'s>,
+    at: &At<'s>,
+    rel: &[u8],
+    how: Open,
+) -> nix::Result<(Fd<'s>, FileStat)> {
+    match at {
+        At::Root => open_at(None, sh.project, how),
+        At::Parent(fd) => open_at(Some(fd.raw), last(rel), how),
+        At::Path => open_at(None, &sh.path(rel), how),
+    }
+}
+
+fn open_at<'s, P: ?Sized + NixPath>(
+    dirfd: Option<RawFd>,
+    path: &P,
+    how: Open,
+) -> nix::Result<(Fd<'s>, FileStat)> {
+    let mut flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    if how == Open::Reach {
+        flags |= REACH;
+    }
+    let fd = match how {
+        Open::Read => {
+            let dir = nix::dir::Dir::openat(dirfd, path, flags, Mode::empty())?;
+            Fd {
+                raw: dir.as_raw_fd(),
+                stream: Some(Mutex::new(dir)),
+                counted: None,
+            }
+        }
+        Open::Reach => Fd {
+            raw: nix::fcntl::openat(dirfd, path, flags, Mode::empty())?,
+            stream: None,
+            counted: None,
+        },
+    };
+    let st = nix::sys::stat::fstat(fd.raw)?;
+    Ok((fd, st))
+}
+
+/// After a directory could not be opened: when that was refused, note
+/// what cannot be searched, so that it is masked whole. Either its parent
+/// (listed but not searchable, `chmod 444`: the directory could not be
+/// stat'ed either), or the directory itself (it may not be read).
+fn refused(sh: &Shared<'_>, at: &At<'_>, rel: &[u8], e: Errno, out: &mut Out) {
+    if e != Errno::EACCES {
+        return;
+    }
+    match stat(sh, at, rel) {
+        Err(Errno::EACCES) => out.unreadable.extend(match at {
+            At::Root => sh.project.parent().map(Path::to_path_buf),
+            _ => Some(sh.path(parent(rel))),
+        }),
+        Ok(st) if is_dir(&st) => {
+            out.read += 1;
+            out.unreadable.push(sh.path(rel));
+        }
+        _ => {}
+    }
+}
+
+/// One directory: reused from the cache when its stamp is unchanged and
+/// settled before the walk that cached it, else read; its subdirectories
+/// go on `stack`, its `.env` candidates are resolved.
+///
+/// Its stamp is taken before it is read (a change after that shows next
+/// time), through the descriptor it is read from; never through a symlink.
+fn visit<'s>(
+    sh: &Shared<'s>,
+    out: &mut Out,
+    scratch: &mut Scratch,
+    item: Item<'s>,
+    stack: &mut Vec<Item<'s>>,
+) {
+    let Item {
+        rel,
+        at,
+        lo,
+        hi,
+        skip,
+    } = item;
+    out.visited += 1;
+    let old = sh.old.and_then(|c| {
+        let i = c.find(lo, hi, &rel, skip)?;
+        Some((i, c.body(i)?, c))
+    });
+    // Where the records under this directory are: after its own, or, when
+    // it has none, where its parent's said.
+    let below = match &old {
+        Some((i, _, c)) => (i + 1, c.subtree_end(*i, hi), rel.len() + 1),
+        None => (lo, hi, skip),
+    };
+    // A directory with a record is stat'ed first; through a descriptor if
+    // it has subdirectories to walk, which the descriptor then reaches.
+    let mut fd = None;
+    if let Some((i, body, _)) = old {
+        let walks_on = body.subdirs.clone().any(|n| !is_pruned(n));
+        let st = if walks_on {
+            open(sh, &at, &rel, Open::Reach).map(|(f, st)| {
+                fd = Some(f);
+                st
+            })
+        } else {
+            stat(sh, &at, &rel)
+        };
+        let st = match st {
+            Ok(st) => st,
+            Err(e) => return refused(sh, &at, &rel, e, out),
+        };
+        if !is_dir(&st) {
+            return;
+        }
+        if body.stamp == Stamp::from_stat(&st) && body.stamp.settled(sh.started) {
+            out.reused += 1;
+            let dir = Listed { sh, rel, at, below };
+            return dir.names(out, stack, fd, body.subdirs, body.envs, Some(Src::Old(i)));
+        }
+    }
+    // Read it (through a descriptor of its own: the one that stat'ed it, if
+    // any, may not read).
+    drop(fd);
+    let (fd, st) = match open(sh, &at, &rel, Open::Read) {
+        Ok(opened) => opened,
+        Err(e) => return refused(sh, &at, &rel, e, out),
+    };
+    out.read += 1;
+    let complete = read(&fd, scratch);
+    // An incompletely read directory is left out of the cache, so it is
+    // read again.
+    let start = out.arena.len();
+    let stamp = Stamp::from_stat(&st);
+    let cached =
+        complete && put_body(&mut out.arena, &stamp, scratch.subdirs(), scratch.envs()).is_some();
+    let src = cached.then_some(Src::New(start, out.arena.len()));
+    let dir = Listed { sh, rel, at, below };
+    dir.names(out, stack, Some(fd), scratch.subdirs(), scratch.envs(), src);
+}
+
+/// A directory found, to be walked on from its names.
+struct Listed<'a, 's> {
+    sh: &'a Shared<'s>,
+    rel: Vec<u8>,
+    at: At<'s>,
+    /// The search range for its subdirectories' records (see [`Item`]).
+    below: (u32, u32, usize),
+}
+
+impl<'s> Listed<'_, 's> {
+    /// Walk on from the directory's names: its subdirectories go on
+    /// `stack` (reached from `fd`, opened now if needed), `.git` entries and
+    /// a bare repository are noted, `.env` candidates resolved; then it is
+    /// recorded for the cache (`src`) unless it could not be walked.
+    fn names<'n>(
+        self,
+        out: &mut Out,
+        stack: &mut Vec<Item<'s>>,
+        fd: Option<Fd<'s>>,
+        subdirs: impl Iterator<Item = &'n [u8]> + Clone,
+        envs: impl Iterator<Item = &'n [u8]> + Clone,
+        mut src: Option<Src>,
+    ) {
+        let sh = self.sh;
+        let rel = self.rel;
+        let mut children = subdirs.clone().filter(|n| !is_pruned(n)).peekable();
+        if children.peek().is_some() {
+            // Opened already, unless the cache said it had nothing to walk
+            // and it does (never expected: then opened now).
+            let fd = match fd {
+                Some(fd) => Some(fd),
+                None => match open(sh, &self.at, &rel, Open::Reach) {
+                    Ok((fd, _)) => Some(fd),
+                    Err(e) => {
+                        refused(sh, &self.at, &rel, e, out);
+                        src = None;
+                        None
+                    }
+                },
+            };
+            if let Some(fd) = fd {
+                let at = sh.keep(fd);
+                let (lo, hi, skip) = self.below;
+                let first = stack.len();
+                for name in children {
+                    let mut child = Vec::with_capacity(rel.len() + 1 + name.len());
+                    child.extend_from_slice(&rel);
+                    if !rel.is_empty() {
+                        child.push(b'/');
+                    }
+                    child.extend_from_slice(name);
+                    let at = match &at {
+                        At::Parent(fd) => At::Parent(Arc::clone(fd)),
+                        _ => At::Path,
+                    };
+                    stack.push(Item {
+                        rel: child,
+                        at,
+                        lo,
+                        hi,
+                        // The root's path is empty: no `/` follows it.
+                        skip: if rel.is_empty() { 0 } else { skip },
+                    });
+                }
+                // Popped in name order: the order the cache is written in.
+                stack.get_mut(first..).unwrap_or_default().reverse();
+            }
+        }
+        let git_dir = subdirs.clone().any(|n| n == b".git");
+        let mut envs = envs.peekable();
+        if git_dir || envs.peek().is_some() {
+            let path = sh.path(&rel);
+            // As the watcher's answers are resolved (`super::note_entry`).
+            let mut noted = super::Found::default();
+            let names = git_dir.then_some(&b".git"[..]).into_iter().chain(envs);
+            for name in names {
+                super::note_entry(&path, name, &mut noted);
+            }
+            out.found.append(&mut noted.env_files);
+            out.git_entries.append(&mut noted.git_entries);
+            out.bare.append(&mut noted.bare);
+            out.unreadable.append(&mut noted.unreadable);
+        }
+        if let Some(src) = src {
+            out.records.push((rel, src));
+        }
+    }
+}
+
+/// One directory's entries as read: names in one buffer, and where each is.
+#[derive(Default)]
+struct Scratch {
+    names: Vec<u8>,
+    subdirs: Vec<(usize, usize)>,
+    envs: Vec<(usize, usize)>,
+}
+
+impl Scratch {
+    fn name(&self, at: (usize, usize)) -> &[u8] {
+        self.names.get(at.0..at.1).unwrap_or_default()
+    }
+
+    fn subdirs(&self) -> impl ExactSizeIterator<Item = &[u8]> + Clone {
+        self.subdirs.iter().map(|&at| self.name(at))
+    }
+
+    fn envs(&self) -> impl ExactSizeIterator<Item = &[u8]> + Clone {
+        self.envs.iter().map(|&at| self.name(at))
+    }
+
+    fn push(&mut self, dir: bool, name: &[u8]) {
+        let at = (self.names.len(), self.names.len() + name.len());
+        self.names.extend_from_slice(name);
+        if dir {
+            self.subdirs.push(at);
+        } else {
+            self.envs.push(at);
+        }
+    }
+
+    /// Each list sorted, as the cache keeps it.
+    fn sort(&mut self) {
+        let Scratch {
+            names,
+            subdirs,
+            envs,
+        } = self;
+        for list in [subdirs, envs] {
+            list.sort_unstable_by(|a, b| names.get(a.0..a.1).cmp(&names.get(b.0..b.1)));
+            list.dedup_by(|a, b| names.get(a.0..a.1) == names.get(b.0..b.1));
+        }
+    }
+}
+
+/// Read one directory's relevant entries into `scratch`: its
+/// subdirectories, and the entries other than directories that start with
+/// `.env` (any case), a `.git` file or link, and a `HEAD` (what makes a
+/// directory a git directory: see [`git_dir_like`]); [`is_env_file_name`]
+/// is applied when resolving. Whether the listing is complete.
+fn read(fd: &Fd<'_>, scratch: &mut Scratch) -> bool {
+    scratch.names.clear();
+    scratch.subdirs.clear();
+    scratch.envs.clear();
+    let Some(stream) = &fd.stream else {
+        return false;
+    };
+    let mut stream = stream.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut complete = true;
+    for entry in stream.iter() {
+        let Ok(entry) = entry else {
+            complete = false;
+            break;
+        };
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        // From the directory entry's type when the file system gives it;
+        // never follows a symlink.
+        let is_dir_entry = match entry.file_type() {
+            Some(t) => t == nix::dir::Type::Directory,
+            None => {
+                match nix::sys::stat::fstatat(Some(fd.raw), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                    Ok(st) => is_dir(&st),
+                    Err(_) => {
+                        complete = false;
+                        continue;
+                    }
+                }
+            }
+        };
+        if is_dir_entry {
+            scratch.push(true, name);
+        } else if may_be_env(name) || name == b".git" || name == b"HEAD" {
+            scratch.push(false, name);
+        }
+    }
+    scratch.sort();
+    complete
+}
+
+/// The records of a new cache, from a walk's parts: (relative path, body),
+/// sorted as the cache keeps them. `None` if one cannot be found (never
+/// expected: then the cache is not written).
+pub(super) fn cache_records<'a>(
+    old: Option<&'a Cache>,
+    outs: &'a [Out],
+) -> Option<Vec<(&'a [u8], &'a [u8])>> {
+    let mut records = Vec::with_capacity(outs.iter().map(|o| o.records.len()).sum());
+    for out in outs {
+        for (rel, src) in &out.records {
+            let body = match *src {
+                Src::Old(i) => old?.raw_body(i)?,
+                Src::New(start, end) => out.arena.get(start..end)?,
+            };
+            records.push((rel.as_slice(), body));
+        }
+    }
+    // Each worker's records are mostly in order already (it walks
+    // depth first, in name order): a stable sort merges such runs.
+    records.sort_by(|a, b| super::cache::cmp_rel(a.0, b.0));
+    records.dedup_by(|a, b| a.0 == b.0);
+    Some(records)
+}
