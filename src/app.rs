@@ -129,6 +129,9 @@ fn profile(
     env: Vec<(OsString, OsString)>,
     self_exe: Option<PathBuf>,
 ) -> Result<ExitCode> {
+    // A dry run (CI) leaves no process behind.
+    #[cfg(target_os = "linux")]
+    crate::envscan::watch::start_none();
     let platform = match args.platform {
         Some(PlatformArg::Linux) => Platform::Linux,
         Some(PlatformArg::Macos) => Platform::Macos,
@@ -487,6 +490,8 @@ fn check(
     env: Vec<(OsString, OsString)>,
     self_exe: Option<PathBuf>,
 ) -> Result<ExitCode> {
+    #[cfg(target_os = "linux")]
+    crate::envscan::watch::start_none();
     let host = gather_host(Platform::host(), env, self_exe)?;
     let policy = policy::resolve(&host, flags)?;
     create_tool_caches(&policy)?;

@@ -112,11 +112,23 @@ pub fn ask(root: &Path, cache: &Path) -> Option<Found> {
     Some(found(root, &answer))
 }
 
+/// Set for the commands that start no watcher (`sbx profile`, `sbx
+/// check`: a dry run leaves no process behind); they still ask one.
+static NO_START: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, this process starts no watcher.
+pub fn start_none() {
+    NO_START.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Start a watcher for `root` after a walk through `dirs` directories,
 /// unless one runs, or one ended lately for a lasting reason.
 pub fn start(root: &Path, cache: &Path, dirs: usize) {
     let mode = Mode::from_env();
-    if mode == Mode::Off || (mode == Mode::Auto && dirs < START_AT) {
+    if mode == Mode::Off
+        || (mode == Mode::Auto && dirs < START_AT)
+        || NO_START.load(std::sync::atomic::Ordering::Relaxed)
+    {
         return;
     }
     // The unit tests' binary is not sbx.

@@ -367,3 +367,25 @@ fn a_mount_inside_the_project_makes_sbx_walk() {
     walks_instead(&world, "src/a/.env");
     assert_masked(&world, WATCH, &["docs/.env"]);
 }
+
+/// A dry run leaves no process behind: `sbx profile` and `sbx check` walk,
+/// and start no watcher.
+#[test]
+fn a_dry_run_starts_no_watcher() {
+    require_sandbox!();
+    let world = World::new();
+    let _end = EndWatcher(&world);
+    for args in [&["profile", "--platform", "linux"][..], &["check"][..]] {
+        let out = world
+            .sbx()
+            .args(args)
+            .env(WATCH.0, WATCH.1)
+            .output()
+            .unwrap();
+        assert!(!walk_caches(&world).is_empty(), "{}", both(&out));
+        forget_walks(&world);
+    }
+    // A run starts one (the positive control), so none appeared before.
+    assert!(!sbx_dir(&world).join("watch").exists());
+    assert!(project(&world, WATCH).is_some());
+}
