@@ -166,6 +166,10 @@ pub struct Tree {
     /// their path led elsewhere (a directory above was renamed away and
     /// back), so what it said could not be looked at then.
     relist: HashSet<WatchDescriptor>,
+    /// The mount the root lies on: every directory watched must lie on it
+    /// too (a mount inside the tree, even one moved in, raises no event
+    /// when it goes and shows what it covered).
+    mount: u64,
 }
 
 impl Tree {
@@ -176,7 +180,9 @@ impl Tree {
             .map_err(|e| Broken::Failed(format!("inotify: {e}")))?;
         let dir = open_dir(None, root.as_os_str().as_bytes())
             .map_err(|e| Broken::Failed(format!("opening {}: {e}", root.display())))?;
+        let mount = mount_id(&dir)?;
         let mut tree = Tree {
+            mount,
             root: root.to_path_buf(),
             inotify,
             nodes: HashMap::new(),
@@ -636,6 +642,9 @@ impl Tree {
         let stat = nix::sys::stat::fstat(dir.as_raw_fd())
             .map_err(|e| Broken::Failed(format!("fstat: {e}")))?;
         self.check_device(&dir, stat.st_dev)?;
+        if mount_id(&dir)? != self.mount {
+            return Err(Broken::Mounts);
+        }
         let wd = watch(&self.inotify, &dir)?;
         if self.nodes.contains_key(&wd) {
             // Already in the picture at another place: it moved there
@@ -753,6 +762,17 @@ fn watch(inotify: &Inotify, dir: &Dir) -> Result<WatchDescriptor, Broken> {
         Err(Errno::ENOSPC) => Err(Broken::OutOfWatches),
         Err(e) => Err(Broken::Failed(format!("watching a directory: {e}"))),
     }
+}
+
+/// The id of the mount an opened directory lies on (`mnt_id` in
+/// `/proc/self/fdinfo`).
+fn mount_id(dir: &Dir) -> Result<u64, Broken> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", dir.as_raw_fd()))
+        .map_err(|e| Broken::Failed(format!("reading fdinfo: {e}")))?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| Broken::Failed("no mnt_id in fdinfo".into()))
 }
 
 /// Whether an opened directory may be listed and searched.

@@ -362,10 +362,53 @@ fn a_mount_inside_the_project_makes_sbx_walk() {
             let _ = Command::new("umount").arg(&self.0).status();
         }
     }
-    let _unmount = Unmount(target);
+    let unmount = Unmount(target);
     wait_until_gone(pid);
     walks_instead(&world, "src/a/.env");
     assert_masked(&world, WATCH, &["docs/.env"]);
+    drop(unmount);
+    // A mount inside is a lasting reason: no watcher for an hour, unless
+    // its note is removed.
+    for e in std::fs::read_dir(sbx_dir(&world).join("watch"))
+        .unwrap()
+        .flatten()
+    {
+        if e.path().extension() == Some("off".as_ref()) {
+            assert_eq!(
+                std::fs::read_to_string(e.path()).unwrap(),
+                "a mount point inside the project\n"
+            );
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let out = Sbx.run(&world, &[], &["true"], &[WATCH]);
+    assert!(out.status.success(), "{}", both(&out));
+
+    // A mount made outside, moved in, then removed: the move changes no
+    // mount table entry the watcher is told of, so the watcher refuses any
+    // directory on another mount than the root's.
+    let pid = wait_for_watcher(&world);
+    let outside = world.root.join("outside");
+    util::write(&outside.join("m/sub/.env"), SECRET);
+    let empty = world.root.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let sub = outside.join("m/sub");
+    let status = Command::new("mount")
+        .arg("--bind")
+        .arg(&empty)
+        .arg(&sub)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let moved = world.project.join("m");
+    std::fs::rename(outside.join("m"), &moved).unwrap();
+    let status = Command::new("umount")
+        .arg(moved.join("sub"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_until_gone(pid);
+    assert_masked(&world, WATCH, &["m/sub/.env"]);
 }
 
 /// A dry run leaves no process behind: `sbx profile` and `sbx check` walk,
