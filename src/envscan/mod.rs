@@ -322,6 +322,53 @@ fn now_ns() -> i128 {
         .unwrap_or(0)
 }
 
+/// The file that lists the files `.env` links under `root` led to (see
+/// `policy::credentials::env_files`).
+pub fn linked_targets_file(cache: &Path, root: &Path) -> PathBuf {
+    cache.join(format!("{}.links", cache_name(root)))
+}
+
+/// The files `.env` links under `root` led to in earlier runs: absolute
+/// paths, one per line. A file that does not parse is empty.
+pub fn linked_targets(cache: &Path, root: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read(linked_targets_file(cache, root)) else {
+        return Vec::new();
+    };
+    text.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| PathBuf::from(OsStr::from_bytes(l)))
+        .filter(|p| p.is_absolute())
+        .collect()
+}
+
+/// Record them (written whole, then renamed over the old list); nothing
+/// to record removes the list. A path with a newline is not recorded (it
+/// is still masked in this run).
+pub fn remember_linked_targets(cache: &Path, root: &Path, files: &[PathBuf]) {
+    let file = linked_targets_file(cache, root);
+    let mut text = Vec::new();
+    for f in files.iter().map(|f| f.as_os_str().as_bytes()) {
+        if !f.contains(&b'\n') {
+            text.extend_from_slice(f);
+            text.push(b'\n');
+        }
+    }
+    if std::fs::read(&file).unwrap_or_default() == text {
+        return;
+    }
+    if text.is_empty() {
+        let _ = std::fs::remove_file(&file);
+        return;
+    }
+    let tmp = file.with_extension(format!("links.{}.tmp", std::process::id()));
+    if std::fs::write(&tmp, &text)
+        .and_then(|()| std::fs::rename(&tmp, &file))
+        .is_err()
+    {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
 /// `.env` files kept readable: committed templates.
 pub const ENV_TEMPLATES: &[&str] = &[".env.example", ".env.sample", ".env.template"];
 

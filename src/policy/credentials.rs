@@ -79,6 +79,9 @@ pub(super) struct EnvFiles {
     pub bare: Vec<PathBuf>,
     /// Where the walk started (none when it did not run).
     pub scan_root: Option<PathBuf>,
+    /// Files masked because a `.env` link led to them in an earlier run,
+    /// and no link does now.
+    pub remembered: Vec<PathBuf>,
 }
 
 impl EnvFiles {
@@ -110,15 +113,41 @@ pub(super) fn env_files(places: &Places) -> EnvFiles {
             git_entries: Vec::new(),
             bare: Vec::new(),
             scan_root: None,
+            remembered: Vec::new(),
         };
     }
     let scan_root = super::paths::outermost_repository(&places.project, &places.home_real);
     let found = crate::envscan::walk(&scan_root, places.host.cache_dir.as_deref());
-    let mut files: Vec<PathBuf> = found
-        .env_files
-        .into_iter()
-        .filter(|p| p.starts_with(&scan_root) || is_users_own_file(p))
+    let kept = |p: &PathBuf| p.starts_with(&scan_root) || is_users_own_file(p);
+    let mut files: Vec<PathBuf> = found.env_files.into_iter().filter(kept).collect();
+    // What a `.env` link leads to (a file outside, or one not named
+    // `.env`) is found only through the link, which the command may
+    // remove, or move where the walk does not look: such a target stays
+    // masked in later runs, as long as it is a regular file.
+    let through_links: Vec<PathBuf> = files
+        .iter()
+        .filter(|p| {
+            !p.starts_with(&scan_root)
+                || !p
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(is_env_file_name)
+        })
+        .cloned()
         .collect();
+    let mut remembered = Vec::new();
+    if let Some(cache) = places.host.cache_dir.as_deref() {
+        for old in crate::envscan::linked_targets(cache, &scan_root) {
+            let regular = std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_file());
+            if regular && kept(&old) && !through_links.contains(&old) {
+                remembered.push(old);
+            }
+        }
+        let mut all: Vec<PathBuf> = through_links.iter().chain(&remembered).cloned().collect();
+        all.sort();
+        crate::envscan::remember_linked_targets(cache, &scan_root, &all);
+    }
+    files.extend(remembered.iter().cloned());
     files.extend(above(&scan_root, &places.home_real));
     files.sort();
     files.dedup();
@@ -128,6 +157,7 @@ pub(super) fn env_files(places: &Places) -> EnvFiles {
         git_entries: found.git_entries,
         bare: found.bare,
         scan_root: Some(scan_root),
+        remembered,
     }
 }
 

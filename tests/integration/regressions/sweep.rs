@@ -525,6 +525,54 @@ fn env_directories_pinned_by_the_inner_stage_cannot_be_renamed() {
     assert_no_secret(&out);
 }
 
+/// Round 2 review: a `.env` link's target was masked only while the link
+/// led to it. The command removed the link, or moved its directory where
+/// the walk does not look (`target`), and the next run read the target.
+/// Now a target once reached through a link stays masked, and sbx says so.
+#[test]
+fn a_env_links_target_stays_masked_when_the_link_goes() {
+    require_sandbox!();
+    let world = World::new();
+    let outside = world.home.join("secrets/prod.env");
+    util::write(&outside, SECRET);
+    let inside = world.project.join("secrets/app.cfg");
+    util::write(&inside, "INSIDE-SECRET-77");
+    std::fs::create_dir_all(world.project.join("app")).unwrap();
+    symlink(&outside, world.project.join("app/.env")).unwrap();
+    symlink(&inside, world.project.join("app/.env.local")).unwrap();
+    let targets = crate::scenarios::cat_each(&[
+        outside.to_str().unwrap().to_string(),
+        inside.to_str().unwrap().to_string(),
+    ]);
+    let out = Sbx.run_sh(
+        &world,
+        &format!("{targets} rm app/.env && mkdir -p target && mv app target/ && echo GONE"),
+    );
+    assert_ok(&out);
+    crate::host::assert_line(&out, "GONE");
+    assert_no_secret(&out);
+    // Reduced mode cannot hide the file inside the project (said); the one
+    // outside it hides.
+    let reduced = util::unclaimed(&out, util::ENV_READABLE);
+    if !reduced {
+        assert_absent(&out, "INSIDE-SECRET-77");
+    }
+    assert!(!world.project.join("app").exists());
+    for _ in 0..2 {
+        let out = Sbx.run_sh(&world, &targets);
+        assert_ok(&out);
+        assert_no_secret(&out);
+        if !reduced {
+            assert_absent(&out, "INSIDE-SECRET-77");
+        }
+        assert!(
+            stderr(&out).contains(&format!("still masking {}", outside.display())),
+            "{}",
+            both(&out)
+        );
+    }
+}
+
 /// Round 1, F5 and round 2, F3: a directory made unreadable (`chmod 000`,
 /// `311`) or listable but not searchable (`444`) hid the `.env` below it from
 /// the next scan (sbx runs as the user, who is held to those bits); the next
