@@ -222,11 +222,13 @@ if copies:
 '
 }
 wait_for_watcher() { # TREE: its watcher's socket, when a watcher was started (2 minutes at most)
-  local dir="$work/cache/$1/sbx/watch"
-  compgen -G "$dir/*.lock" >/dev/null || return 0
-  for _ in $(seq 1 1200); do
+  local dir="$work/cache/$1/sbx/watch" n=0
+  while [ $n -lt 1200 ]; do
     compgen -G "$dir/*.sock" >/dev/null && return 0
+    # No lock 3 s after the run that would have started one: none started.
+    [ $n -ge 30 ] && ! compgen -G "$dir/*.lock" >/dev/null && return 0
     sleep 0.1
+    n=$((n + 1))
   done
   echo "monorepo.sh: no watcher answers in $1; its runs walk" >&2
 }
@@ -299,6 +301,7 @@ done
 echo "== peak memory ($((SECONDS - started)) s)"
 for t in "${all[@]}"; do
   in_tree "$t" "$sbx" run -- /bin/true
+  wait_for_watcher "$t"
   in_tree "$t" /usr/bin/time -f '%M' -o "$work/out/$t.rss-cached" "$sbx" run -- /bin/true
   "$work/bin/reset" "$work/cache/$t"
   in_tree "$t" /usr/bin/time -f '%M' -o "$work/out/$t.rss-first" "$sbx" run -- /bin/true

@@ -60,47 +60,12 @@ pub fn run(
     }
     let _ = std::env::set_current_dir("/");
     if detach {
-        let sbx = std::env::current_exe().context("finding sbx")?;
-        let mut cmd = std::process::Command::new(sbx);
-        cmd.arg("__watch").arg("--cache").arg(cache);
-        if let Some(n) = max_watches {
-            cmd.arg("--max-watches").arg(n.to_string());
-        }
-        cmd.arg(root)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .env_clear()
-            .spawn()
-            .context("starting the watcher")?;
-        return Ok(ExitCode::SUCCESS);
+        return start_detached(root, cache, max_watches);
     }
     // A session of its own: no terminal, no signal meant for the agent's
     // process group.
     let _ = nix::unistd::setsid();
-    let place = Place::of(cache, root).context("the watcher's socket path is too long")?;
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&place.dir)
-        .context("creating the watcher's directory")?;
-    let meta = std::fs::symlink_metadata(&place.dir)?;
-    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
-        anyhow::bail!(
-            "{} is not a private directory of this user",
-            place.dir.display()
-        );
-    }
-    let lock = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(&place.lock)
-        .context("opening the watcher's lock")?;
-    let Ok(lock) = Flock::lock(lock, FlockArg::LockExclusiveNonblock) else {
+    let Some((place, lock)) = take_place(cache, root)? else {
         // Another watcher has it.
         return Ok(ExitCode::SUCCESS);
     };
@@ -138,6 +103,55 @@ pub fn run(
     }
     drop(lock);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The watcher itself, no child of the caller: sbx waits for this first
+/// process, which ends at once.
+fn start_detached(root: &Path, cache: &Path, max_watches: Option<usize>) -> Result<ExitCode> {
+    let sbx = std::env::current_exe().context("finding sbx")?;
+    let mut cmd = std::process::Command::new(sbx);
+    cmd.arg("__watch").arg("--cache").arg(cache);
+    if let Some(n) = max_watches {
+        cmd.arg("--max-watches").arg(n.to_string());
+    }
+    cmd.arg(root)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .env_clear()
+        .spawn()
+        .context("starting the watcher")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The watcher's private directory, made if needed, and its lock, taken;
+/// `None` when another watcher holds it.
+fn take_place(cache: &Path, root: &Path) -> Result<Option<(Place, Flock<File>)>> {
+    let place = Place::of(cache, root).context("the watcher's socket path is too long")?;
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&place.dir)
+        .context("creating the watcher's directory")?;
+    let meta = std::fs::symlink_metadata(&place.dir)?;
+    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
+        anyhow::bail!(
+            "{} is not a private directory of this user",
+            place.dir.display()
+        );
+    }
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(&place.lock)
+        .context("opening the watcher's lock")?;
+    Ok(Flock::lock(lock, FlockArg::LockExclusiveNonblock)
+        .ok()
+        .map(|lock| (place, lock)))
 }
 
 /// Answer questions until the tree breaks (returned) or the watcher has

@@ -142,7 +142,7 @@ struct Node {
 
 /// What a query gets: paths relative to the root (`a/b`, empty for the
 /// root itself).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Answer {
     /// A directory and one of its entries the walk looks at: a `.env`
     /// candidate, `HEAD`, or `.git` of any type.
@@ -166,6 +166,9 @@ pub struct Tree {
     /// their path led elsewhere (a directory above was renamed away and
     /// back), so what it said could not be looked at then.
     relist: HashSet<WatchDescriptor>,
+    /// The last answer, kept until an event or a listing may change it: an
+    /// unchanged tree is answered without going through its directories.
+    last: Option<Answer>,
     /// The mount the root lies on: every directory watched must lie on it
     /// too (a mount inside the tree, even one moved in, raises no event
     /// when it goes and shows what it covered).
@@ -190,6 +193,7 @@ impl Tree {
             max_watches,
             devices: HashMap::new(),
             relist: HashSet::new(),
+            last: None,
         };
         tree.root_wd = Some(tree.add(None, dir, 0)?);
         Ok(tree)
@@ -208,6 +212,7 @@ impl Tree {
             match self.inotify.read_events() {
                 Ok(events) if events.is_empty() => break,
                 Ok(events) => {
+                    self.last = None;
                     for event in events {
                         self.apply(event)?;
                     }
@@ -219,6 +224,9 @@ impl Tree {
         }
         // The queue is empty: list again what could not be looked at.
         let pending: Vec<WatchDescriptor> = self.relist.drain().collect();
+        if !pending.is_empty() {
+            self.last = None;
+        }
         for wd in pending {
             if !self.relist_one(wd)? {
                 self.relist.insert(wd);
@@ -305,13 +313,7 @@ impl Tree {
             Mode::empty(),
         )
         .map_err(|e| Broken::Failed(format!("listing again: {e}")))?;
-        for entry in listed.iter() {
-            let entry = entry.map_err(|e| Broken::Failed(format!("listing again: {e}")))?;
-            let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                names.insert(name.to_vec());
-            }
-        }
+        names.extend(entries(&mut listed)?.into_iter().map(|(name, _)| name));
         let closed = !accessible(&dir);
         if let Some(node) = self.nodes.get_mut(&wd) {
             node.closed = closed;
@@ -322,8 +324,17 @@ impl Tree {
         Ok(true)
     }
 
-    /// What the walk would find now (call [`Tree::drain`] first).
-    pub fn answer(&self) -> Answer {
+    /// What the walk would find now (call [`Tree::settle`] first).
+    pub fn answer(&mut self) -> Answer {
+        if let Some(last) = &self.last {
+            return last.clone();
+        }
+        let answer = self.compute_answer();
+        self.last = Some(answer.clone());
+        answer
+    }
+
+    fn compute_answer(&self) -> Answer {
         let mut answer = Answer {
             watched: self.nodes.len(),
             ..Answer::default()
@@ -671,37 +682,29 @@ impl Tree {
             names: BTreeSet::new(),
             closed,
         };
-        let fd = dir.as_raw_fd();
         let mut subdirs = Vec::new();
-        for entry in dir.iter() {
-            let entry = entry.map_err(|e| Broken::Failed(format!("listing: {e}")))?;
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
-            }
-            let kind = match entry.file_type() {
-                Some(kind) => Some(kind),
-                None => nix::sys::stat::fstatat(
-                    Some(fd),
-                    name,
-                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-                )
-                .ok()
-                .map(|s| {
-                    if s.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR {
-                        Type::Directory
-                    } else {
-                        Type::File
-                    }
-                }),
-            };
-            if kind == Some(Type::Directory) {
-                subdirs.push(name.to_vec());
-            } else if is_candidate(name) {
-                node.names.insert(name.to_vec());
+        for (name, is_dir) in entries(&mut dir)? {
+            if is_dir {
+                subdirs.push(name);
+            } else if is_candidate(&name) {
+                node.names.insert(name);
             }
         }
         self.nodes.insert(wd, node);
+        self.add_children(wd, &dir, subdirs, depth)?;
+        drop(dir);
+        Ok(wd)
+    }
+
+    /// Walk the subdirectories of a directory just added.
+    fn add_children(
+        &mut self,
+        wd: WatchDescriptor,
+        dir: &Dir,
+        subdirs: Vec<Vec<u8>>,
+        depth: usize,
+    ) -> Result<(), Broken> {
+        let fd = dir.as_raw_fd();
         for name in subdirs {
             let child = if is_pruned(&name) {
                 Child::Pruned
@@ -724,8 +727,7 @@ impl Tree {
             };
             node.dirs.insert(name, child);
         }
-        drop(dir);
-        Ok(wd)
+        Ok(())
     }
 
     /// Refuse a directory on a file system whose changes may not all raise
@@ -773,6 +775,29 @@ fn mount_id(dir: &Dir) -> Result<u64, Broken> {
         .find_map(|l| l.strip_prefix("mnt_id:"))
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| Broken::Failed("no mnt_id in fdinfo".into()))
+}
+
+/// A directory's entries but `.` and `..`, each with whether it is a
+/// directory (from the entry's type, else `fstatat` without following).
+fn entries(dir: &mut Dir) -> Result<Vec<(Vec<u8>, bool)>, Broken> {
+    let fd = dir.as_raw_fd();
+    let mut out = Vec::new();
+    for entry in dir.iter() {
+        let entry = entry.map_err(|e| Broken::Failed(format!("listing: {e}")))?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            Some(kind) => kind == Type::Directory,
+            None => {
+                nix::sys::stat::fstatat(Some(fd), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                    .is_ok_and(|s| s.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR)
+            }
+        };
+        out.push((name.to_vec(), is_dir));
+    }
+    Ok(out)
 }
 
 /// Whether an opened directory may be listed and searched.
