@@ -70,13 +70,18 @@ unset SBX_ENV_WATCH SBX_CONFIG
 
 # Stops the `sbx __watch` daemons of this benchmark's own binary (and only
 # those: other people's sbx daemons on the machine are left alone), then
-# removes a tree's sbx cache. Used before every first run.
+# removes a tree's sbx cache. Used before every first run, with that tree's
+# cache directory (only its watcher is stopped), and at exit (all of them).
 cat >"$work/bin/reset" <<EOF
 #!/usr/bin/env bash
 for pid in \$(pgrep -f -- __watch); do
   case \$(readlink "/proc/\$pid/exe" 2>/dev/null) in
-    "$sbx"|"$sbx (deleted)") kill "\$pid" 2>/dev/null || true ;;
+    "$sbx"|"$sbx (deleted)") ;;
+    *) continue ;;
   esac
+  if [ -z "\${1:-}" ] || tr '\\0' ' ' <"/proc/\$pid/cmdline" | grep -qF -- "\$1/sbx "; then
+    kill "\$pid" 2>/dev/null || true
+  fi
 done
 [ -z "\${1:-}" ] || rm -rf "\$1/sbx"
 EOF
