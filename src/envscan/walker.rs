@@ -390,10 +390,18 @@ fn open_at<'s, P: ?Sized + NixPath>(
 /// After a directory could not be opened: when that was refused, note
 /// what cannot be searched, so that it is masked whole. Either its parent
 /// (listed but not searchable, `chmod 444`: the directory could not be
-/// stat'ed either), or the directory itself (it may not be read).
+/// stat'ed either), or the directory itself (it may not be read). Gone, or
+/// no directory (a link is never followed): nothing to walk. Any other
+/// failure (out of descriptors, an I/O error, a path too long): what it
+/// holds is unknown, so it is masked whole too.
 fn refused(sh: &Shared<'_>, at: &At<'_>, rel: &[u8], e: Errno, out: &mut Out) {
-    if e != Errno::EACCES {
-        return;
+    match e {
+        Errno::EACCES => {}
+        Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP => return,
+        _ => {
+            out.unreadable.push(sh.path(rel));
+            return;
+        }
     }
     match stat(sh, at, rel) {
         Err(Errno::EACCES) => out.unreadable.extend(match at {

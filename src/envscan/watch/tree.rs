@@ -790,10 +790,18 @@ fn entries(dir: &mut Dir) -> Result<Vec<(Vec<u8>, bool)>, Broken> {
         }
         let is_dir = match entry.file_type() {
             Some(kind) => kind == Type::Directory,
-            None => {
-                nix::sys::stat::fstatat(Some(fd), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-                    .is_ok_and(|s| s.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR)
-            }
+            None => match nix::sys::stat::fstatat(
+                Some(fd),
+                name,
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            ) {
+                Ok(s) => s.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR,
+                // Gone since the listing: an event says so.
+                Err(Errno::ENOENT) => continue,
+                // What it is cannot be told: the picture would be
+                // incomplete.
+                Err(e) => return Err(Broken::Failed(format!("looking at an entry: {e}"))),
+            },
         };
         out.push((name.to_vec(), is_dir));
     }
