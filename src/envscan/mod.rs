@@ -30,7 +30,6 @@
 //! path components is ignored (full walk). Failure to write it is silent.
 
 use std::ffi::OsStr;
-use std::io;
 use std::num::NonZero;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -298,8 +297,18 @@ fn resolve(dir: &Path, name: &[u8], out: &mut Vec<PathBuf>) -> Resolved {
     }
     let real = match std::fs::canonicalize(dir.join(OsStr::from_bytes(name))) {
         Ok(real) => real,
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return Resolved::Denied,
-        Err(_) => return Resolved::Other,
+        // A dangling link, or a link through a file: nothing to hide.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+            ) =>
+        {
+            return Resolved::Other
+        }
+        // Refused, too long, a loop: what it holds cannot be told, so its
+        // directory is masked whole.
+        Err(_) => return Resolved::Denied,
     };
     if std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
         out.push(real);
@@ -322,14 +331,15 @@ fn now_ns() -> i128 {
         .unwrap_or(0)
 }
 
-/// The file that lists the files `.env` links under `root` led to (see
+/// The file that lists the files masked as `.env` files under `root` in
+/// earlier runs, those `.env` links led to included (see
 /// `policy::credentials::env_files`).
 pub fn linked_targets_file(cache: &Path, root: &Path) -> PathBuf {
     cache.join(format!("{}.links", cache_name(root)))
 }
 
-/// The files `.env` links under `root` led to in earlier runs: absolute
-/// paths, one per line. A file that does not parse is empty.
+/// The files masked under `root` in earlier runs: absolute paths, one per
+/// line.
 pub fn linked_targets(cache: &Path, root: &Path) -> Vec<PathBuf> {
     let Ok(text) = std::fs::read(linked_targets_file(cache, root)) else {
         return Vec::new();

@@ -88,13 +88,29 @@ impl EnvFiles {
     /// A directory the scan could not list may hold a `.env`: it is masked
     /// whole, like a credential directory.
     pub fn unreadable_dirs(&self) -> impl Iterator<Item = Credential> + '_ {
-        self.unreadable.iter().map(|dir| Credential {
-            written: dir.clone(),
-            real: Some(dir.clone()),
-            kind: Kind::Dir,
+        self.unreadable.iter().map(|dir| {
+            // A path too long to mount on (a chain the command made, past
+            // PATH_MAX) is masked at its deepest ancestor that is not.
+            let dir = dir
+                .ancestors()
+                .find(|a| a.as_os_str().len() < MOUNTABLE_PATH)
+                .unwrap_or(dir)
+                .to_path_buf();
+            Credential {
+                written: dir.clone(),
+                real: Some(dir),
+                kind: Kind::Dir,
+            }
         })
     }
 }
+
+/// The longest path masked as it is (PATH_MAX is 4096, with room to spare).
+const MOUNTABLE_PATH: usize = 4000;
+
+/// The most files kept masked from memory (see [`env_files`]): past it the
+/// run is refused, so that planted links cannot push a real one out.
+const MAX_REMEMBERED: usize = 256;
 
 /// `.env` files in the project. A `.env` symlink may point outside the
 /// project (`.env -> ~/secrets/app.env`): its target is masked too when it
@@ -105,60 +121,99 @@ impl EnvFiles {
 /// The scan starts at the outermost repository around the project (below
 /// home): a `.git` planted in a subdirectory must not move the project root
 /// down and leave a `.env` above it unmasked.
-pub(super) fn env_files(places: &Places) -> EnvFiles {
+pub(super) fn env_files(places: &Places) -> anyhow::Result<EnvFiles> {
     if !places.host.scan_env_files {
-        return EnvFiles {
+        return Ok(EnvFiles {
             files: Vec::new(),
             unreadable: Vec::new(),
             git_entries: Vec::new(),
             bare: Vec::new(),
             scan_root: None,
             remembered: Vec::new(),
-        };
+        });
     }
     let scan_root = super::paths::outermost_repository(&places.project, &places.home_real);
     let found = crate::envscan::walk(&scan_root, places.host.cache_dir.as_deref());
     let kept = |p: &PathBuf| p.starts_with(&scan_root) || is_users_own_file(p);
     let mut files: Vec<PathBuf> = found.env_files.into_iter().filter(kept).collect();
-    // What a `.env` link leads to (a file outside, or one not named
-    // `.env`) is found only through the link, which the command may
-    // remove, or move where the walk does not look: such a target stays
-    // masked in later runs, as long as it is a regular file.
-    let through_links: Vec<PathBuf> = files
-        .iter()
-        .filter(|p| {
-            !p.starts_with(&scan_root)
-                || !p
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(is_env_file_name)
-        })
-        .cloned()
-        .collect();
+    files.extend(above(&scan_root, &places.home_real));
+    // Every file masked is remembered for the project's later runs, while
+    // it exists: one found only through a `.env` link (a file outside, in a
+    // pruned directory, not named `.env`, or a link above the project)
+    // would otherwise come out of hiding once the command removes the link
+    // or moves it where the walk does not look.
     let mut remembered = Vec::new();
     if let Some(cache) = places.host.cache_dir.as_deref() {
         for old in crate::envscan::linked_targets(cache, &scan_root) {
-            let regular = std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_file());
-            if regular && kept(&old) && !through_links.contains(&old) {
+            if files.contains(&old) {
+                continue;
+            }
+            match std::fs::symlink_metadata(&old) {
+                // Gone (or no longer a file): forgotten.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+                    ) =>
+                {
+                    continue
+                }
+                Ok(m) if !m.is_file() => continue,
+                // A file, or what it is cannot be told now (a directory on
+                // its way made unreadable): still masked.
+                _ => {}
+            }
+            if kept(&old) {
                 remembered.push(old);
             }
         }
-        let mut all: Vec<PathBuf> = through_links.iter().chain(&remembered).cloned().collect();
+        if remembered.len() > MAX_REMEMBERED {
+            anyhow::bail!(
+                "{} files are kept masked because .env links led to them in earlier runs, more than the {MAX_REMEMBERED} sbx keeps; the command was not run (remove the lines of files you do not need hidden from {})",
+                remembered.len(),
+                crate::envscan::linked_targets_file(cache, &scan_root).display()
+            );
+        }
+        let mut all: Vec<PathBuf> = files.iter().chain(&remembered).cloned().collect();
         all.sort();
+        all.dedup();
         crate::envscan::remember_linked_targets(cache, &scan_root, &all);
     }
     files.extend(remembered.iter().cloned());
-    files.extend(above(&scan_root, &places.home_real));
+    // Never sbx itself nor a program on PATH: a link planted to one would
+    // break every later run.
+    files.retain(|f| !runs_here(f, places));
     files.sort();
     files.dedup();
-    EnvFiles {
+    Ok(EnvFiles {
         files,
         unreadable: found.unreadable,
         git_entries: found.git_entries,
         bare: found.bare,
         scan_root: Some(scan_root),
         remembered,
+    })
+}
+
+/// Whether a file is sbx's own executable or sits in a directory of
+/// `PATH` (a program the sandbox runs).
+fn runs_here(file: &Path, places: &Places) -> bool {
+    let sbx = places
+        .host
+        .self_exe
+        .as_deref()
+        .and_then(|e| std::fs::canonicalize(e).ok());
+    if sbx.as_deref() == Some(file) {
+        return true;
     }
+    let Some(dir) = file.parent() else {
+        return false;
+    };
+    places.host.var("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .any(|d| d == dir)
+    })
 }
 
 /// The repositories in the writable roots the project's walk does not

@@ -321,7 +321,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     if restricted {
         later = runs_later::RunsLater::find(&files, &s, &places, &writable)?;
     }
-    let dotenv = credentials::env_files(&places);
+    let dotenv = credentials::env_files(&places)?;
     let mut other_repositories = Vec::new();
     if restricted {
         other_repositories =

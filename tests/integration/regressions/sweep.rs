@@ -537,12 +537,20 @@ fn a_env_links_target_stays_masked_when_the_link_goes() {
     util::write(&outside, SECRET);
     let inside = world.project.join("secrets/app.cfg");
     util::write(&inside, "INSIDE-SECRET-77");
+    // And one in a directory the walk prunes.
+    let pruned = world.project.join("node_modules/.cache/.env.local");
+    util::write(&pruned, "PRUNED-SECRET-78");
     std::fs::create_dir_all(world.project.join("app")).unwrap();
     symlink(&outside, world.project.join("app/.env")).unwrap();
     symlink(&inside, world.project.join("app/.env.local")).unwrap();
+    symlink(&pruned, world.project.join("app/.env.test")).unwrap();
+    // A link to sbx itself is never followed by a mask: every later run
+    // would fail.
+    symlink(util::sbx_path(), world.project.join(".env.sbx")).unwrap();
     let targets = crate::scenarios::cat_each(&[
         outside.to_str().unwrap().to_string(),
         inside.to_str().unwrap().to_string(),
+        pruned.to_str().unwrap().to_string(),
     ]);
     let out = Sbx.run_sh(
         &world,
@@ -556,6 +564,7 @@ fn a_env_links_target_stays_masked_when_the_link_goes() {
     let reduced = util::unclaimed(&out, util::ENV_READABLE);
     if !reduced {
         assert_absent(&out, "INSIDE-SECRET-77");
+        assert_absent(&out, "PRUNED-SECRET-78");
     }
     assert!(!world.project.join("app").exists());
     for _ in 0..2 {
@@ -564,6 +573,7 @@ fn a_env_links_target_stays_masked_when_the_link_goes() {
         assert_no_secret(&out);
         if !reduced {
             assert_absent(&out, "INSIDE-SECRET-77");
+            assert_absent(&out, "PRUNED-SECRET-78");
         }
         assert!(
             stderr(&out).contains(&format!("still masking {}", outside.display())),

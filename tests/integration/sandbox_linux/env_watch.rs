@@ -22,11 +22,10 @@ fn walk_caches(world: &World) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(sbx_dir(world))
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
+    // Not `envscan-KEY.links`, the files `.env` links led to.
     out.retain(|p| {
-        p.file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("envscan-")
+        let name = p.file_name().unwrap().to_string_lossy();
+        name.starts_with("envscan-") && !name.contains('.')
     });
     out
 }
