@@ -700,3 +700,36 @@ fn git_planted_in_a_subdirectory_does_not_unmask_the_parent_env() {
         assert_no_secret(&out);
     }
 }
+
+/// Round 2 review: a `.env` deeper than PATH_MAX (a chain the command can
+/// make) could not be resolved and was taken for no `.env` at all; masking
+/// its directory by that path would make bubblewrap fail on every run. It
+/// is masked at its deepest ancestor a mount can name, and runs go on.
+#[test]
+fn a_env_deeper_than_path_max_stays_hidden_and_runs_go_on() {
+    require_sandbox!();
+    let world = World::new();
+    let py = "import os,sys\n\
+              os.chdir(sys.argv[1])\n\
+              for _ in range(160):\n    os.makedirs('e' * 30, exist_ok=True); os.chdir('e' * 30)\n\
+              open('.env', 'w').write(sys.argv[2])\n";
+    let made = Command::new("/usr/bin/python3")
+        .args(["-c", py, world.project.to_str().unwrap(), SECRET])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let read = "import os\n\
+                try:\n    \
+                    for _ in range(160): os.chdir('e' * 30)\n    \
+                    print(open('.env').read())\n\
+                except OSError as e:\n    print('refused', e.errno)\n";
+    for _ in 0..2 {
+        let out = Sbx.run(&world, &[], &["/usr/bin/python3", "-c", read], &[]);
+        assert_ok(&out);
+        if util::unclaimed(&out, util::ENV_READABLE) {
+            return;
+        }
+        assert_no_secret(&out);
+        assert!(stdout(&out).starts_with("refused"), "{}", both(&out));
+    }
+}
