@@ -80,6 +80,7 @@ pub fn run(policy: &Policy, host: &Host, format: FormatArg) -> Result<ExitCode> 
         tests,
         unenforced,
         ok,
+        walk: walk_status(policy, host),
     };
     match format {
         FormatArg::Json => report.print_json(),
@@ -101,6 +102,20 @@ struct Report<'a> {
     /// What reduced mode does not enforce here (empty in full mode).
     unenforced: Vec<String>,
     ok: bool,
+    /// Whether a watcher answers for the project's `.env` walk.
+    walk: Option<String>,
+}
+
+/// The `.env` walk's watcher, as `envscan::watch::status` sees it.
+#[cfg(target_os = "linux")]
+fn walk_status(policy: &Policy, host: &Host) -> Option<String> {
+    let root = &policy.repositories.as_ref()?.scan_root;
+    crate::envscan::watch::status(root, host.cache_dir.as_deref()?)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn walk_status(_policy: &Policy, _host: &Host) -> Option<String> {
+    None
 }
 
 impl Report<'_> {
@@ -149,6 +164,7 @@ impl Report<'_> {
             })).collect::<Vec<_>>(),
             "warnings": policy.warnings,
             "unenforced": self.unenforced,
+            "walk": self.walk,
         });
         println!(
             "{}",
@@ -177,6 +193,9 @@ impl Report<'_> {
             "project:  {}",
             banner::sanitize(&policy.project.display().to_string())
         );
+        if let Some(walk) = &self.walk {
+            println!("walk:     {}", banner::sanitize(walk));
+        }
         for (name, verdict) in tests {
             println!("test:     {name}: {}", verdict.text());
         }

@@ -159,6 +159,31 @@ pub fn start(root: &Path, cache: &Path, dirs: usize) {
     let _ = cmd.status();
 }
 
+/// What `sbx check` says of the `.env` walk of `root`: whether a watcher
+/// answers, or why none may for now. `None` when nothing is worth saying
+/// (no watcher, and none held back).
+pub fn status(root: &Path, cache: &Path) -> Option<String> {
+    if Mode::from_env() == Mode::Off {
+        return Some("no watcher (SBX_ENV_WATCH=off): every run walks the project".into());
+    }
+    let place = Place::of(cache, root)?;
+    if let Some(answer) = client::ask(&place.socket, root) {
+        return Some(format!(
+            "a watcher answers instead of the walk ({} directories watched)",
+            answer.watched
+        ));
+    }
+    if recently_off(&place) {
+        let why = std::fs::read_to_string(&place.off).unwrap_or_default();
+        return Some(format!(
+            "no watcher for up to an hour after the last one ended ({}): every run walks the project (remove {} to try again)",
+            why.trim(),
+            place.off.display()
+        ));
+    }
+    None
+}
+
 fn recently_off(place: &Place) -> bool {
     std::fs::metadata(&place.off)
         .and_then(|m| m.modified())

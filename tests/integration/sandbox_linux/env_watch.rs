@@ -330,6 +330,19 @@ fn a_watcher_out_of_watches_makes_sbx_walk_and_is_not_restarted_at_once() {
     }
     assert!(!walk_caches(&world).is_empty(), "sbx did not walk");
     assert_eq!(watcher(&world), None, "a watcher was started again at once");
+    // `sbx check` says why every run walks, and how to try again.
+    let out = world
+        .sbx()
+        .arg("check")
+        .env(WATCH.0, WATCH.1)
+        .output()
+        .unwrap();
+    let said = stdout(&out);
+    assert!(
+        said.contains("walk:     no watcher for up to an hour after the last one ended (out of inotify watches)"),
+        "{}",
+        both(&out)
+    );
 }
 
 /// A mount made inside the project after the watcher started (here a bind
@@ -430,4 +443,19 @@ fn a_dry_run_starts_no_watcher() {
     // A run starts one (the positive control), so none appeared before.
     assert!(!sbx_dir(&world).join("watch").exists());
     assert!(project(&world, WATCH).is_some());
+    // And `sbx check` says that it answers (not to a caller in another
+    // mount namespace, as each contained sbx is).
+    if !util::contained() {
+        let out = world
+            .sbx()
+            .arg("check")
+            .env(WATCH.0, WATCH.1)
+            .output()
+            .unwrap();
+        assert!(
+            stdout(&out).contains("walk:     a watcher answers instead of the walk"),
+            "{}",
+            both(&out)
+        );
+    }
 }
