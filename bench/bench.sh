@@ -15,6 +15,7 @@
 # codex (npm i -g @openai/codex); the script says which it skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo=$PWD
 
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
@@ -68,19 +69,7 @@ bwrap_cmd=$("$sbx" profile --platform linux -- /bin/true | sed 's/ \\$//' | tr '
 bwrap_bash_cmd=$("$sbx" profile --platform linux -- /bin/bash -c true | sed 's/ \\$//' | tr '\n' ' ')
 # The plan names the run's private git config copies (PER-RUN): made here as
 # sbx makes them before a run, so the baseline does the same work.
-"$sbx" profile --platform linux --format json -- /bin/true | python3 -c '
-import json, os, shutil, sys
-args = json.load(sys.stdin)["args"]
-pairs = list(zip(args, args[1:]))
-copies = next((v for k, v in pairs if k == "--config-copies"), None)
-if copies:
-    os.makedirs(copies, exist_ok=True)
-    for i, config in enumerate(v for k, v in pairs if k == "--private-config"):
-        shutil.copyfile(config, os.path.join(copies, str(i)))
-        link = os.path.join(copies, f"{i}.link")
-        if not os.path.islink(link):
-            os.symlink(os.path.join(copies, str(i)), link)
-'
+"$sbx" profile --platform linux --format json -- /bin/true | python3 "$repo/bench/make-copies.py"
 
 round() { # NAME then pairs of (label, command)
   local name=$1; shift

@@ -212,19 +212,7 @@ bwrap_argv() { # TREE
 }
 make_copies() { # TREE
   in_tree "$1" "$sbx" profile --platform linux --format json -- /bin/true |
-    python3 -c '
-import json, os, shutil, sys
-args = json.load(sys.stdin)["args"]
-pairs = list(zip(args, args[1:]))
-copies = next((v for k, v in pairs if k == "--config-copies"), None)
-if copies:
-    os.makedirs(copies, exist_ok=True)
-    for i, config in enumerate(v for k, v in pairs if k == "--private-config"):
-        shutil.copyfile(config, os.path.join(copies, str(i)))
-        link = os.path.join(copies, f"{i}.link")
-        if not os.path.islink(link):
-            os.symlink(os.path.join(copies, str(i)), link)
-'
+    python3 "$repo/bench/make-copies.py"
 }
 wait_for_watcher() { # TREE: its watcher's socket, when a watcher was started (2 minutes at most)
   local dir="$work/cache/$1/sbx/watch" n=0

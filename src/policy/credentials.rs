@@ -182,7 +182,13 @@ pub(super) fn env_files(places: &Places) -> anyhow::Result<EnvFiles> {
     files.extend(remembered.iter().cloned());
     // Never sbx itself nor a program on PATH: a link planted to one would
     // break every later run.
-    files.retain(|f| !runs_here(f, places));
+    if !files.is_empty() {
+        let (sbx, path_dirs) = runs_here(places);
+        files.retain(|f| {
+            sbx.as_deref() != Some(f.as_path())
+                && !f.parent().is_some_and(|d| path_dirs.iter().any(|p| p == d))
+        });
+    }
     files.sort();
     files.dedup();
     Ok(EnvFiles {
@@ -195,25 +201,25 @@ pub(super) fn env_files(places: &Places) -> anyhow::Result<EnvFiles> {
     })
 }
 
-/// Whether a file is sbx's own executable or sits in a directory of
-/// `PATH` (a program the sandbox runs).
-fn runs_here(file: &Path, places: &Places) -> bool {
+/// The files never masked: sbx's own executable, and the directories of
+/// `PATH` (the programs the sandbox runs), by real path. Resolved only when
+/// there is something to mask, once per run.
+fn runs_here(places: &Places) -> (Option<PathBuf>, Vec<PathBuf>) {
     let sbx = places
         .host
         .self_exe
         .as_deref()
         .and_then(|e| std::fs::canonicalize(e).ok());
-    if sbx.as_deref() == Some(file) {
-        return true;
-    }
-    let Some(dir) = file.parent() else {
-        return false;
-    };
-    places.host.var("PATH").is_some_and(|path| {
-        std::env::split_paths(&path)
-            .filter_map(|d| std::fs::canonicalize(d).ok())
-            .any(|d| d == dir)
-    })
+    let path_dirs = places
+        .host
+        .var("PATH")
+        .map(|path| {
+            std::env::split_paths(&path)
+                .filter_map(|d| std::fs::canonicalize(d).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    (sbx, path_dirs)
 }
 
 /// The repositories in the writable roots the project's walk does not
