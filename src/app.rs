@@ -316,26 +316,53 @@ fn run_sandboxed(
     run::run_plan(&plan, policy, style, shell_command, proxy, host)
 }
 
-/// The mount point of the command's own Unix sockets, where the policy
-/// gives it some (a bubblewrap run): the user's empty `/tmp/sbx-UID`, made
-/// if missing. Without it, the command gets no Unix socket, and is told.
+/// The directory of the command's own Unix sockets, where the policy gives
+/// it some. A bubblewrap run: the mount point, the user's empty
+/// `/tmp/sbx-UID`, made if missing. macOS: a directory made for this run
+/// (removed after it) in the user's `/private/tmp/sbx-UID`. Without it, the
+/// command gets no Unix socket, and is told.
 fn socket_dir(policy: &Policy, style: Style) -> Option<PathBuf> {
     let dir = &policy.own_sockets.as_ref()?.dir;
     if policy.backend == config::Backend::Reduced {
         return None;
     }
-    own_empty_dir(dir)
-        .map_err(|why| {
-            banner::warn(
-                style,
-                &format!(
-                    "the command has no Unix sockets in this run: {} {why}",
-                    dir.display()
-                ),
-            );
-        })
-        .ok()?;
-    Some(dir.clone())
+    // sbx inside its own Seatbelt sandbox (a tool there running `$SHELL
+    // -c` with SHELL=sbx) runs the command in the sandbox it is in, whose
+    // `TMPDIR` it already has: no directory of runs is writable there.
+    let nested = std::env::var_os("SBX_SANDBOX").is_some_and(|v| v == "1");
+    if policy.platform == Platform::Macos && nested {
+        return None;
+    }
+    let made = own_empty_dir(dir).and_then(|()| match policy.platform {
+        Platform::Linux => Ok(dir.clone()),
+        Platform::Macos => fresh_dir_in(dir),
+    });
+    made.map_err(|why| {
+        banner::warn(
+            style,
+            &format!(
+                "the command has no Unix sockets in this run: {} {why}",
+                dir.display()
+            ),
+        );
+    })
+    .ok()
+}
+
+/// A new directory of this run's in `dir` (mode 0700, a short random name:
+/// a socket's path holds 104 bytes at most on macOS).
+fn fresh_dir_in(dir: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let token =
+        crate::proxy::random_token().map_err(|e| format!("gives this run no name ({e})"))?;
+    // `create` fails on a name already there: a directory found is never
+    // taken for this run's.
+    let fresh = dir.join(token.get(..10).unwrap_or(&token));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&fresh)
+        .map_err(|e| format!("has no room for this run's directory ({e})"))?;
+    Ok(fresh)
 }
 
 /// Make sure `dir` is a directory of this user's that only they can enter
@@ -438,7 +465,14 @@ fn render(
             )))
         }
         Platform::Macos => {
-            let plan = backend::seatbelt::render(policy, &sbx, proxy)?;
+            // A dry run shows where a run's own directory would be.
+            let shown = policy
+                .own_sockets
+                .as_ref()
+                .filter(|_| dry_run)
+                .map(|o| o.dir.join("PER-RUN"));
+            let plan =
+                backend::seatbelt::render(policy, &sbx, proxy, sockets.or(shown.as_deref()))?;
             if !dry_run && !Path::new(backend::seatbelt::SANDBOX_EXEC).exists() {
                 return Ok(Err(format!(
                     "{} is missing",

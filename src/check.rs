@@ -470,7 +470,7 @@ fn probe_plan(probe: &Policy, host: &Host, sbx: &Path) -> Result<crate::backend:
             ))
         }
         Platform::Macos => {
-            crate::backend::seatbelt::render(probe, sbx, None).map_err(|e| format!("{e:#}"))
+            crate::backend::seatbelt::render(probe, sbx, None, None).map_err(|e| format!("{e:#}"))
         }
     }
 }

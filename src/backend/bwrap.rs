@@ -113,6 +113,8 @@ pub fn render(
             };
             Box::new(render(policy, bwrap, sbx, proxy, sockets))
         }),
+        // The mount point of the own sockets stays: it is the user's.
+        tmpdir: None,
     }
 }
 

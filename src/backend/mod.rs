@@ -52,6 +52,9 @@ pub struct Plan {
     /// The same plan without the copies, for when the inner stage cannot
     /// set them up here (Linux).
     pub without_copies: Option<Box<Plan>>,
+    /// The directory this run made for the command, removed after it
+    /// (macOS: its `TMPDIR`, where its own Unix sockets are made).
+    pub tmpdir: Option<PathBuf>,
 }
 
 /// Where the allowlist proxy of one run listens.

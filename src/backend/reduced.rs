@@ -108,6 +108,7 @@ pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Plan {
         ready_fd: Some(READY_FD),
         copies: None,
         without_copies: None,
+        tmpdir: None,
     }
 }
 

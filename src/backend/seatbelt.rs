@@ -52,13 +52,13 @@ use anyhow::{bail, Result};
 
 use super::{Plan, Proxy};
 use crate::config::FsSetting;
-use crate::policy::{Kind, Network, Policy};
+use crate::policy::{Kind, Network, OwnSockets, Policy};
 pub use escape::quote;
 use escape::{quoted, Profile};
 use rules::{
     CREDENTIAL_OPS, ENV_OPS, ENV_REGEX, ENV_TEMPLATE_REGEX, LIBINFO, MACH_BASELINE, MACH_DNS,
     MACH_FORBIDDEN, MACH_TLS, READONLY_SYSTEM_DIRS, READONLY_SYSTEM_FILES, READONLY_TRAVERSAL,
-    SYSCTL_NAMES, SYSCTL_PREFIXES, SYSCTL_WRITE_NAMES,
+    SHM_NAMES, SYSCTL_NAMES, SYSCTL_PREFIXES, SYSCTL_WRITE_NAMES,
 };
 
 /// The only `sandbox-exec` sbx ever runs: a copy earlier on PATH could be anything.
@@ -69,14 +69,33 @@ const TAG: &str = "SBX";
 
 /// Render the Seatbelt plan. `sbx` is sbx's own executable (for git over
 /// ssh through the proxy), `proxy` the allowlist proxy of this run (in
-/// allowlist mode; without one, allowlist mode has no network at all).
-pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Result<Plan> {
+/// allowlist mode; without one, allowlist mode has no network at all),
+/// `tmpdir` the directory this run made for the command's own sockets, its
+/// `TMPDIR` (see `policy/own_sockets.rs`; without one, no Unix socket).
+pub fn render(
+    policy: &Policy,
+    sbx: &Path,
+    proxy: Option<&Proxy>,
+    tmpdir: Option<&Path>,
+) -> Result<Plan> {
     let proxy = match policy.network {
         Network::Allowlist(_) => proxy,
         _ => None,
     };
-    let (profile, params) = Profile::build(policy, sbx, proxy.map(Proxy::port))?;
+    let own = policy
+        .own_sockets
+        .as_ref()
+        .zip(tmpdir)
+        .map(|(o, dir)| Own { sockets: o, dir });
+    let (profile, params) = Profile::build(policy, sbx, proxy.map(Proxy::port), own.as_ref())?;
     let mut env = policy.env.clone();
+    if let Some(own) = &own {
+        let Some(dir) = own.dir.to_str() else {
+            bail!("{}: the path is not valid UTF-8", own.dir.display());
+        };
+        env.set.retain(|(k, _)| k != "TMPDIR");
+        env.set.push(("TMPDIR".into(), dir.into()));
+    }
     if let Some(p) = proxy {
         env.set.extend(p.env(sbx));
     }
@@ -96,8 +115,16 @@ pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Result<Plan
         ready_fd: None,
         copies: None,
         without_copies: None,
+        tmpdir: own.as_ref().map(|o| o.dir.to_path_buf()),
         profile: Some(profile),
     })
+}
+
+/// The command's own Unix sockets in one run: where the policy lets them
+/// be, and the directory made for them.
+struct Own<'a> {
+    sockets: &'a OwnSockets,
+    dir: &'a Path,
 }
 
 impl Profile {
@@ -107,6 +134,7 @@ impl Profile {
         policy: &Policy,
         sbx: &Path,
         proxy_port: Option<u16>,
+        own: Option<&Own>,
     ) -> Result<(String, Vec<(String, String)>)> {
         let mut p = Profile::new(policy);
         p.header()?;
@@ -119,7 +147,10 @@ impl Profile {
         // protection): with `filesystem = false` that is all of `/`.
         let write_roots = p.writes(policy)?;
         p.network(policy, proxy_port)?;
-        p.credential_denies(policy, &write_roots)?;
+        if let Some(own) = own {
+            p.own_sockets(own)?;
+        }
+        p.credential_denies(policy, &write_roots, own)?;
         p.defence_in_depth()?;
         Ok(p.finish())
     }
@@ -174,12 +205,22 @@ impl Profile {
             r#"(allow ipc-posix-shm-read-data (ipc-posix-name "apple.shm.notification_center"))"#,
         );
         self.line(r#"(allow iokit-open (iokit-registry-entry-class "RootDomainUserClient"))"#);
-        self.comment("Python multiprocessing locks; OpenMP runtime registration (PyTorch)");
+        self.comment("Python multiprocessing locks; shared memory by name (see SHM_NAMES)");
         self.line("(allow ipc-posix-sem)");
+        let shm: Vec<String> = SHM_NAMES
+            .iter()
+            .map(|r| format!(r##"(ipc-posix-name-regex #"{r}")"##))
+            .collect();
         self.rule(
-            "allow ipc-posix-shm-read-data ipc-posix-shm-write-create ipc-posix-shm-write-unlink",
-            &[r#"(ipc-posix-name-regex #"^/__KMP_REGISTERED_LIB_[0-9]+$")"#.to_string()],
+            "allow ipc-posix-shm-read* ipc-posix-shm-write-data ipc-posix-shm-write-create ipc-posix-shm-write-unlink",
+            &shm,
         );
+        // Node's os.cpus() asks the host port for per-CPU figures
+        // (host_processor_info). `mach-host*` names setting the host's
+        // special and exception ports, which needs the privileged host
+        // port, and that (`mach-priv-host-port`) is never allowed.
+        self.comment("host statistics (Node's os.cpus()); the privileged host port stays shut");
+        self.line("(allow mach-host*)");
         Ok(())
     }
 
@@ -311,12 +352,76 @@ impl Profile {
         Ok(())
     }
 
-    /// Groups 9 and 10, the denies at the end: "runs later" paths, credentials,
-    /// `.env` files, and the directories above them that must not move.
-    fn credential_denies(&mut self, policy: &Policy, write_roots: &[PathBuf]) -> Result<()> {
+    /// Group 8, the command's own Unix sockets: its `TMPDIR`, writable
+    /// whatever the writable roots, and the only place where a socket is
+    /// bound, accepted on or connected to.
+    fn own_sockets(&mut self, own: &Own) -> Result<()> {
+        self.section("the command's own Unix sockets: bound and reached in its TMPDIR only, a directory sbx made for this run");
+        let dir = self.named("OWN_TMPDIR", own.dir)?;
+        self.line(&format!("(allow file-write* (subpath {dir}))"));
+        self.line(&format!("(allow file-link file-clone (subpath {dir}))"));
+        self.line("(allow system-socket (socket-domain AF_UNIX))");
+        self.line(&format!(
+            "(allow network-bind network-inbound (local unix-socket (subpath {dir})))"
+        ));
+        self.line(&format!(
+            "(allow network-outbound (remote unix-socket (subpath {dir})))"
+        ));
+        Ok(())
+    }
+
+    /// Group 9, the places of sockets (see `policy/own_sockets.rs`): no
+    /// socket file enters or leaves the command's `TMPDIR`, other runs'
+    /// directories are out of reach, and where host programs look for their
+    /// servers no directory or symbolic link is made, and no directory
+    /// removed or renamed.
+    fn socket_places(&mut self, own: &Own) -> Result<()> {
+        self.section("sockets stay where they are: none of the host's enters the command's TMPDIR, none of the command's leaves it");
+        let dir = self.named("OWN_TMPDIR", own.dir)?;
+        let outside = format!("(require-not (subpath {dir}))");
+        self.line(&format!(
+            "(deny file-write-create file-write-unlink (require-all (vnode-type SOCKET) {outside}))"
+        ));
+        self.line("(deny file-link (vnode-type SOCKET))");
+        self.line(&format!("(deny file-write-unlink (literal {dir}))"));
+        let runs = self.named("OWN_TMPDIR_PARENT", &own.sockets.dir)?;
+        self.comment("other runs' directories");
+        self.line(&format!(
+            "(deny file-write* (require-all (subpath {runs}) {outside}))"
+        ));
+        self.comment(
+            "where host programs look for their servers (the temporary directories): files only",
+        );
+        let mut kept = vec![outside];
+        for root in &own.sockets.symlinks {
+            let expr = self.path_expr("LINKS_OK", root)?;
+            kept.push(format!("(require-not (subpath {expr}))"));
+        }
+        let kept = kept.join("\n    ");
+        self.line(&format!(
+            "(deny file-write-create\n  (require-all\n    (require-any (vnode-type DIRECTORY) (vnode-type SYMLINK))\n    {kept}))"
+        ));
+        self.line(&format!(
+            "(deny file-write-unlink\n  (require-all\n    (vnode-type DIRECTORY)\n    {kept}))"
+        ));
+        Ok(())
+    }
+
+    /// Groups 9 and 10, the denies at the end: "runs later" paths, the
+    /// places of sockets, credentials, `.env` files, and the directories
+    /// above them that must not move.
+    fn credential_denies(
+        &mut self,
+        policy: &Policy,
+        write_roots: &[PathBuf],
+        own: Option<&Own>,
+    ) -> Result<()> {
         // Paths whose parents must not be renamed: everything denied below.
         let mut guarded: Vec<Guarded> = Vec::new();
         self.protected(policy, &mut guarded)?;
+        if let Some(own) = own {
+            self.socket_places(own)?;
+        }
         self.credentials(policy, &mut guarded)?;
         self.env_files(policy, &mut guarded)?;
         self.unrenamable(&guarded, write_roots)
@@ -405,6 +510,14 @@ impl Profile {
         self.rule("deny mach-lookup", &quoted("global-name", MACH_FORBIDDEN)?);
         self.line("(deny lsopen)");
         self.line("(deny appleevent-send)");
+        // TIOCSTI pushes bytes into the input of the terminal the command
+        // inherited: the user's shell would run them once sbx has exited.
+        // Seatbelt refuses it without this line on recent macOS (as
+        // `hid-control`); the explicit deny keeps it refused should that
+        // change. The symbol is known from macOS 13 on (a number would
+        // match its low 16 bits only).
+        self.comment("keystrokes pushed into the terminal's input (TIOCSTI)");
+        self.line("(deny file-ioctl (ioctl-command TIOCSTI))");
         self.comment("launchd's per-user sockets (the ssh agent among them)");
         self.line(r#"(deny network-outbound (remote unix-socket (path-regex #"^/private/(tmp|var/run)/com\.apple\.launchd\.[^/]+/Listeners$")))"#);
         Ok(())

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use super::*;
 use crate::config::FsSetting;
 use crate::policy::{
-    Credential, Kind, Network, Platform, Policy, Protected, CREDENTIALS, CREDENTIALS_MACOS,
+    Credential, Kind, Network, OwnSockets, Platform, Policy, Protected, CREDENTIALS,
+    CREDENTIALS_MACOS,
 };
 use checks::{check, credential_filters, has, mach_allowed, network_allows};
 use sexpr::{eval, path_filters, read_forms, Sx};
@@ -90,10 +91,20 @@ fn policy_for(home: &str, project: &str) -> Policy {
         credentials,
         env_files: Vec::new(),
         placeholder: PathBuf::from("/Users/t/.cache/sbx/empty"),
+        // The temporary directories are where host programs look for
+        // their servers: the project alone keeps its links.
+        own_sockets: Some(OwnSockets {
+            dir: PathBuf::from(RUNS),
+            symlinks: vec![project.clone()],
+        }),
         command: vec!["/bin/echo".into(), "hi".into()],
         ..crate::policy::test_policy(Platform::Macos)
     }
 }
+
+/// The user's directory of runs' own directories, and this run's.
+const RUNS: &str = "/private/tmp/sbx-501";
+const RUN_DIR: &str = "/private/tmp/sbx-501/0a1b2c3d4e";
 
 fn default_policy() -> Policy {
     policy_for(HOME, PROJECT)
@@ -104,6 +115,7 @@ fn default_policy() -> Policy {
 fn read_only_policy() -> Policy {
     let mut p = default_policy();
     p.filesystem = FsSetting::ReadOnly;
+    p.own_sockets = None;
     p.writable.clear();
     p.protected.clear();
     p.pins.clear();
@@ -153,8 +165,10 @@ fn awkward_policy() -> Policy {
     policy_for(HOME, AWKWARD)
 }
 
+/// The plan of `policy`, with this run's directory where it has own sockets.
 fn plan(policy: &Policy) -> Plan {
-    render(policy, Path::new(SBX), None).unwrap()
+    let run_dir = policy.own_sockets.as_ref().map(|_| Path::new(RUN_DIR));
+    render(policy, Path::new(SBX), None, run_dir).unwrap()
 }
 
 // ---------------------------------------------------------------- argv

@@ -62,6 +62,21 @@ pub(super) const TOOL_CACHES: &[(&str, &str, &[&str], Option<&str>)] = &[
     ),
 ];
 
+/// Tool caches of macOS, redirected like [`TOOL_CACHES`]. Clang's (and
+/// Swift's) module cache defaults to the per-user cache directory there
+/// (`getconf DARWIN_USER_CACHE_DIR`), which is not made writable: modules
+/// precompiled there are loaded by every later build of the user's, so a
+/// command could plant one that changes what those builds compile (Codex
+/// removed that write for the same reason). Each project gets a module
+/// cache of its own instead. (On Linux clang's modules are rare, and each
+/// cache is one more mount per run.)
+pub(super) const TOOL_CACHES_MACOS: &[(&str, &str, &[&str], Option<&str>)] = &[(
+    "CLANG_MODULE_CACHE_PATH",
+    "clang-modules",
+    &["Library/Caches/clang/ModuleCache"],
+    None,
+)];
+
 /// Tools whose cache only a fetch writes, redirected like [`TOOL_CACHES`]
 /// only when the network is open: with it denied they work offline from
 /// the user's own cache, read-only, and a cache of sbx's would be empty.

@@ -315,7 +315,7 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         let network_open = s.network != NetworkMode::Deny;
         (writable, tool_caches) = writable::with_tool_caches(roots.paths, &places, network_open);
     }
-    let own_sockets = own_sockets::plan(&s, host, &writable, &asked);
+    let own_sockets = own_sockets::plan(&s, &places, &writable, &asked);
     let mut credentials = credentials::listed(&s, &places, &writable);
     let mut later = runs_later::RunsLater::default();
     if restricted {

@@ -20,18 +20,32 @@
 //! program to a server of the sandbox's: the user's next `tmux` would run
 //! what that server asks. So the command may make symbolic links only in
 //! writable roots where no host program looks for a server, listed here.
+//!
+//! On macOS there are no mounts to keep a socket in its place: Seatbelt
+//! judges paths, and a rename inside one volume moves a socket, or the
+//! directory that holds one, anywhere. So `dir` is the user's directory
+//! `/private/tmp/sbx-UID`, in which each run makes its own `TMPDIR`; the
+//! profile lets sockets be bound and reached there only, lets no socket
+//! file outside it be renamed, removed or linked (a host socket cannot be
+//! brought in), and no socket be made or renamed outside it; and where host
+//! programs look for their servers (`/tmp`, `/var/tmp`, the user's
+//! `$TMPDIR`) it lets no directory or symbolic link be made and no
+//! directory be removed or renamed, so no directory holding a socket can
+//! be carried out of it to a name a host program trusts, nor one holding a
+//! host socket into it (`backend/seatbelt.rs`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::settings::Settings;
-use super::{Host, Platform};
+use super::{Places, Platform};
 use crate::config::{FsSetting, NetworkMode, UnixSockets};
 
 /// The command's own sockets, for one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnSockets {
-    /// Where they are made: the mount point of the sandbox's tmpfs, and its
-    /// `TMPDIR`.
+    /// Where they are made. Linux: the mount point of the sandbox's tmpfs,
+    /// and its `TMPDIR`. macOS: the user's directory in which each run
+    /// makes its `TMPDIR`, where its sockets are made.
     pub dir: PathBuf,
     /// Where the command may make symbolic links, besides `dir`.
     pub symlinks: Vec<PathBuf>,
@@ -42,39 +56,69 @@ pub struct OwnSockets {
 /// one.
 const RENDEZVOUS: &[&str] = &["/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm"];
 
-/// Own sockets for this run, or `None`: not on Linux (macOS has no such
-/// mechanism yet), not asked for, with the host's network namespace (its
-/// abstract socket names are the host's: a name the command binds there is
-/// one a host program may connect to), or with `filesystem = false`.
+/// The same on macOS, as real paths (the user's `$TMPDIR` is added).
+const RENDEZVOUS_MACOS: &[&str] = &["/private/tmp", "/private/var/tmp", "/private/var/run"];
+
+/// Own sockets for this run, or `None`: not asked for, or with
+/// `filesystem = false` (links could be made anywhere). On Linux also with
+/// the host's network namespace (its abstract socket names are the host's:
+/// a name the command binds there is one a host program may connect to);
+/// on macOS, which has no abstract names, only with the restricted
+/// filesystem (read-only mode has no `TMPDIR` to make sockets in).
 pub(super) fn plan(
     s: &Settings,
-    host: &Host,
+    places: &Places,
     writable: &[PathBuf],
     asked: &[PathBuf],
 ) -> Option<OwnSockets> {
+    let host = places.host;
     let wanted = s.unix_sockets == UnixSockets::Own
-        && host.platform == Platform::Linux
-        && s.network != NetworkMode::Allow
-        && s.filesystem != FsSetting::Unrestricted;
+        && match host.platform {
+            Platform::Linux => {
+                s.network != NetworkMode::Allow && s.filesystem != FsSetting::Unrestricted
+            }
+            Platform::Macos => s.filesystem == FsSetting::Restricted,
+        };
     if !wanted {
         return None;
     }
-    let runtime = host
-        .var("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute());
+    let uid = nix::unistd::geteuid().as_raw();
+    let absolute = |var: &str| host.var(var).map(PathBuf::from).filter(|p| p.is_absolute());
     // The writable entries as asked too (`asked`): a project in /tmp lies
     // inside the writable root /tmp, and keeps its links all the same.
-    Some(OwnSockets {
-        dir: dir_for(nix::unistd::geteuid().as_raw()),
-        symlinks: symlink_roots(writable, asked, runtime.as_deref()),
+    Some(match host.platform {
+        Platform::Linux => {
+            let runtime = absolute("XDG_RUNTIME_DIR");
+            let rendezvous: Vec<PathBuf> = RENDEZVOUS
+                .iter()
+                .map(PathBuf::from)
+                .chain(runtime)
+                .collect();
+            OwnSockets {
+                dir: dir_for(uid),
+                symlinks: symlink_roots(writable, asked, &rendezvous),
+            }
+        }
+        Platform::Macos => {
+            // The user's own temporary directory, where apps keep sockets
+            // (editors' IPC among them), as the profile spells it.
+            let tmpdir = absolute("TMPDIR").map(|t| places.real(&t).unwrap_or(places.alias(t)));
+            let rendezvous: Vec<PathBuf> = RENDEZVOUS_MACOS
+                .iter()
+                .map(PathBuf::from)
+                .chain(tmpdir)
+                .collect();
+            OwnSockets {
+                dir: PathBuf::from(format!("/private{}", dir_for(uid).display())),
+                symlinks: symlink_roots(writable, asked, &rendezvous),
+            }
+        }
     })
 }
 
 /// The writable roots, and the writable entries asked for inside them,
 /// that are not a rendezvous directory and hold none.
-fn symlink_roots(writable: &[PathBuf], asked: &[PathBuf], runtime: Option<&Path>) -> Vec<PathBuf> {
-    let rendezvous: Vec<&Path> = RENDEZVOUS.iter().map(Path::new).chain(runtime).collect();
+fn symlink_roots(writable: &[PathBuf], asked: &[PathBuf], rendezvous: &[PathBuf]) -> Vec<PathBuf> {
     let inside = asked
         .iter()
         .filter(|a| writable.iter().any(|w| a.starts_with(w)));
@@ -97,6 +141,15 @@ fn dir_for(uid: u32) -> PathBuf {
 mod tests {
     use super::*;
 
+    /// The Linux rendezvous list, with `runtime` as `$XDG_RUNTIME_DIR`.
+    fn linux(runtime: Option<&str>) -> Vec<PathBuf> {
+        RENDEZVOUS
+            .iter()
+            .chain(runtime.iter())
+            .map(PathBuf::from)
+            .collect()
+    }
+
     #[test]
     fn no_symbolic_links_where_host_programs_look_for_sockets() {
         let writable: Vec<PathBuf> = [
@@ -113,7 +166,7 @@ mod tests {
         .map(PathBuf::from)
         .collect();
         assert_eq!(
-            symlink_roots(&writable, &[], Some(Path::new("/run/user/1000"))),
+            symlink_roots(&writable, &[], &linux(Some("/run/user/1000"))),
             [
                 "/home/u/proj",
                 "/tmp/scratch",
@@ -124,14 +177,14 @@ mod tests {
         );
         // A runtime directory in the home makes the home a rendezvous too.
         let home = [PathBuf::from("/home/u")];
-        assert!(symlink_roots(&home, &[], Some(Path::new("/home/u/.run"))).is_empty());
+        assert!(symlink_roots(&home, &[], &linux(Some("/home/u/.run"))).is_empty());
         // A project in /tmp, inside the writable root /tmp, keeps its
         // links; an entry outside every writable root (a default project
         // left read-only) gets none.
         let tmp = [PathBuf::from("/tmp")];
         let asked = [PathBuf::from("/tmp/proj"), PathBuf::from("/home/u/proj")];
         assert_eq!(
-            symlink_roots(&tmp, &asked, None),
+            symlink_roots(&tmp, &asked, &linux(None)),
             [PathBuf::from("/tmp/proj")]
         );
     }

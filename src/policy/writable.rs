@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::lists::{FETCH_CACHES, TOOL_CACHES};
+use super::lists::{FETCH_CACHES, TOOL_CACHES, TOOL_CACHES_MACOS};
 use super::settings::Settings;
 use super::{Host, Places};
 use crate::config::Source;
@@ -190,7 +190,11 @@ pub(super) fn with_tool_caches(
         .filter(|b| !writable.iter().any(|w| b.starts_with(w)));
     if let Some(base) = &base {
         let fetch: &[_] = if network_open { FETCH_CACHES } else { &[] };
-        for (var, name, defaults, file) in TOOL_CACHES.iter().chain(fetch) {
+        let macos: &[_] = match host.platform {
+            super::Platform::Macos => TOOL_CACHES_MACOS,
+            super::Platform::Linux => &[],
+        };
+        for (var, name, defaults, file) in TOOL_CACHES.iter().chain(macos).chain(fetch) {
             let writable_now = defaults.iter().any(|rel| {
                 let default = places
                     .real(&places.home.join(rel))

@@ -51,6 +51,9 @@ pub fn run_plan(
     }
     let ended = run_seatbelt(plan, true_program, &policy.limits.values());
     drop(proxy);
+    if let Some(dir) = &plan.tmpdir {
+        remove_run_dir(dir, style);
+    }
     match ended? {
         Ended::Exited(code) => std::process::exit(code),
         // Inside another Seatbelt sandbox (an agent's own): a fact about
@@ -73,6 +76,24 @@ pub fn run_plan(
             "sandbox-exec refused the profile, so the command was not run ({}); `sbx profile` prints it, and this is a bug worth reporting with your macOS version",
             banner::sanitize(&words)
         ),
+    }
+}
+
+/// Remove the directory this run made for the command (its `TMPDIR`), as a
+/// Linux run's tmpfs goes with its sandbox. Links in it are removed, never
+/// followed. What a background job of the command's still writes there is
+/// lost with it.
+fn remove_run_dir(dir: &Path, style: Style) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            banner::warn(
+                style,
+                &format!(
+                    "could not remove this run's TMPDIR {} ({e}); remove it yourself",
+                    dir.display()
+                ),
+            );
+        }
     }
 }
 

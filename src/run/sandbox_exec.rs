@@ -232,6 +232,7 @@ mod tests {
             ready_fd: None,
             copies: None,
             without_copies: None,
+            tmpdir: None,
         }
     }
 

@@ -79,6 +79,29 @@
 //!     newly made directory named `.env` from the `.env` deny, and a file
 //!     being created there is still denied
 //!     (`a_directory_named_env_is_usable`).
+//! 17. `(ioctl-command TIOCSTI)` is a known symbol (macOS 13 and newer), and
+//!     TIOCSTI on a terminal the command inherited fails inside while it
+//!     works outside (`tiocsti_cannot_push_input_into_the_terminal`).
+//! 18. `kern.proc.all` and the `kern.proc.{uid,ruid,tty}.` prefixes are all
+//!     `/bin/ps` and `pgrep` need (no `com.apple.sysmond`), and arguments
+//!     stay unreadable without `kern.procargs2`
+//!     (`ps_lists_processes_but_not_their_arguments`).
+//! 19. `mach-host*` is what Node's `os.cpus()` (host_processor_info)
+//!     needs, and `com.apple.FSEvents` what `fs.watch` needs
+//!     (`node_sees_its_cpus_and_watches_files`); POSIX shared-memory names
+//!     are matched with their leading `/` (`^/psm_...`)
+//!     (`shared_memory_of_its_own_works_and_others_stay_out_of_reach`).
+//! 20. Own Unix sockets: `(system-socket (socket-domain AF_UNIX))` plus
+//!     `network-bind`/`network-inbound` on `(local unix-socket (subpath
+//!     DIR))` and `network-outbound` on `(remote unix-socket (subpath DIR))`
+//!     are what a server and a client in `$TMPDIR` need, and the remote
+//!     path is the socket file's real path (a link in `$TMPDIR` to a host
+//!     socket is refused).
+//! 21. `vnode-type` on `file-write-create` is the type of what is being
+//!     made, and for `rename(2)` the type of what is moved: a socket or a
+//!     directory renamed out of `$TMPDIR` into `/tmp` is refused as their
+//!     creation there would be; `file-link` is judged on the source's type
+//!     (`own_sockets_connect_and_the_hosts_stay_out_of_reach`).
 
 use std::io::Read;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
@@ -230,6 +253,19 @@ fn loud_skip(what: &str, why: &str) {
 /// needs the real HOME).
 const PYTHON: &str = "/usr/bin/python3";
 
+/// A program on the host's PATH (the CI job installs node and go); missing:
+/// skip, or fail when CI requires the sandbox tests to run.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let found = which::which(name).ok();
+    if found.is_none() {
+        if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") {
+            panic!("SBX_TEST_REQUIRE_SANDBOX=1 but {name} is not on PATH");
+        }
+        loud_skip(name, "not on PATH");
+    }
+    found
+}
+
 /// PIDs of host processes named exactly `name`.
 fn pgrep_exact(name: &str) -> Vec<u32> {
     let out = Command::new("pgrep").args(["-x", name]).output().unwrap();
@@ -366,4 +402,6 @@ mod allowed;
 mod files;
 mod network;
 mod processes;
+mod runtimes;
 mod services;
+mod sockets;

@@ -153,7 +153,7 @@ impl Profile {
     }
 
     /// Define (or reuse) the parameter named `name` for `path`.
-    fn named(&mut self, name: &str, path: &Path) -> Result<String> {
+    pub(super) fn named(&mut self, name: &str, path: &Path) -> Result<String> {
         let value = param_value(path)?;
         if let Some((existing, _)) = self.params.iter().find(|(_, v)| *v == value) {
             return Ok(param_ref(existing));

@@ -56,13 +56,22 @@ pub(super) const SYSCTL_NAMES: &[&str] = &[
     "vm.loadavg",
 ];
 
-/// sysctl prefixes readable by everyone. `kern.proc.pid.` gives process
-/// status (not arguments); `net.routetable.` is what resolvers read.
+/// sysctl prefixes readable by everyone. The `kern.proc.` tables give
+/// process status: pid, parent, owner, terminal, command name, never the
+/// arguments or environment (`kern.procargs2`, which often hold tokens,
+/// stays unreadable). The whole table (`kern.proc.all`) is what `ps -A`,
+/// `pgrep` and `brew shellenv` (which runs `/bin/ps`) read; the names of
+/// other processes are no secret that the sandbox keeps.
+/// `net.routetable.` is what resolvers read.
 pub(super) const SYSCTL_PREFIXES: &[&str] = &[
     "hw.optional.",
     "hw.perflevel",
+    "kern.proc.all",
     "kern.proc.pgrp.",
     "kern.proc.pid.",
+    "kern.proc.ruid.",
+    "kern.proc.tty.",
+    "kern.proc.uid.",
     "net.routetable.",
 ];
 
@@ -86,6 +95,11 @@ pub(super) const MACH_BASELINE: &[&str] = &[
     "com.apple.diagnosticd",
     // power assertions taken by runtimes
     "com.apple.PowerManagement.control",
+    // file watchers (Node's fs.watch, watchman, the notify crate): FSEvents
+    // reports the paths that change, anywhere on the volume, never their
+    // contents; every path but the credentials' is readable anyway, and
+    // their names are no secret
+    "com.apple.FSEvents",
 ];
 
 /// Mach services for name resolution in `network = "allow"`.
@@ -105,6 +119,20 @@ pub(super) const MACH_TLS: &[&str] = &[
     "com.apple.networkd",
     "com.apple.SecurityServer",
     "com.apple.bsd.dirhelper",
+];
+
+/// POSIX shared memory the command may make and use, by name:
+/// Python's `multiprocessing.shared_memory` (`/psm_` and hex), PyTorch's
+/// tensors shared between workers (`/torch_PID_N`, optionally `_N`), and
+/// the OpenMP runtime's registration (libomp, in PyTorch and NumPy builds).
+/// By name only: other same-user programs' segments (the preferences
+/// daemon's, an app's) stay out of reach. A host program's segment made
+/// under one of these names could be opened if its random part were
+/// guessed; it holds data, never code.
+pub(super) const SHM_NAMES: &[&str] = &[
+    r"^/psm_[0-9a-f]+$",
+    r"^/torch_[0-9]+_[0-9]+(_[0-9]+)?$",
+    r"^/__KMP_REGISTERED_LIB_[0-9]+$",
 ];
 
 /// Services that start or drive processes outside the sandbox (`open`,

@@ -33,6 +33,7 @@ pub(super) fn check(plan: &Plan, strict: bool) -> (Vec<Sx>, Argv) {
     }
     check_allows(&forms, text);
     check_order(&forms);
+    check_terminal_and_ipc(&forms);
     (forms, argv)
 }
 
@@ -77,11 +78,13 @@ fn check_regex_literals(forms: &[Sx]) {
             ENV_REGEX,
             ENV_TEMPLATE_REGEX,
             r"^/dev/ttys[0-9]+$",
-            r"^/__KMP_REGISTERED_LIB_[0-9]+$",
             r"^/private/(tmp|var/run)/com\.apple\.launchd\.[^/]+/Listeners$",
         ];
         assert!(
-            known.contains(&raw.as_str()) || root_env.contains(&raw) || any_case.contains(&raw),
+            known.contains(&raw.as_str())
+                || SHM_NAMES.contains(&raw.as_str())
+                || root_env.contains(&raw)
+                || any_case.contains(&raw),
             "unexpected regex literal {raw}"
         );
     }
@@ -183,6 +186,40 @@ fn check_order(forms: &[Sx]) {
     assert!(forms[first_deny..].iter().all(|f| f.head() == "deny"));
 }
 
+/// TIOCSTI denied after every rule that allows an ioctl; shared memory only
+/// by name; never the privileged host port, another process's arguments
+/// (`kern.procargs2`) or an unfiltered sysctl read.
+fn check_terminal_and_ipc(forms: &[Sx]) {
+    let is_tiocsti = |f: &Sx| {
+        f.head() == "deny"
+            && f.ops() == vec!["file-ioctl"]
+            && f.filters().iter().any(|x| {
+                x.list().first().and_then(Sx::atom) == Some("ioctl-command")
+                    && x.list().get(1).and_then(Sx::atom) == Some("TIOCSTI")
+            })
+    };
+    let deny = forms.iter().rposition(is_tiocsti).expect("no TIOCSTI deny");
+    let last_ioctl_allow = forms
+        .iter()
+        .rposition(|f| f.head() == "allow" && f.ops().iter().any(|o| o.contains("ioctl")));
+    assert!(last_ioctl_allow.is_some_and(|a| a < deny));
+    for form in forms.iter().filter(|f| f.head() == "allow") {
+        for op in form.ops() {
+            if op.starts_with("ipc-posix-shm") || op.starts_with("sysctl") {
+                assert!(!form.filters().is_empty(), "unfiltered {op}: {form:?}");
+            }
+            assert!(!op.starts_with("mach-priv"), "{form:?}");
+            assert!(op != "mach*" && op != "hid-control", "{form:?}");
+        }
+        if form.ops().iter().any(|o| o.starts_with("sysctl")) {
+            for t in form.texts() {
+                assert!(!t.contains("procargs"), "{form:?}");
+                assert!(!"kern.procargs2".starts_with(t.as_str()), "{form:?}");
+            }
+        }
+    }
+}
+
 /// The evaluated `(kind, path)` filters of every credential deny.
 pub(super) fn credential_filters(
     forms: &[Sx],
@@ -209,9 +246,24 @@ pub(super) fn mach_allowed(forms: &[Sx]) -> Vec<String> {
         .collect()
 }
 
+/// Whether `filter` is `(local|remote unix-socket (subpath (param "OWN_TMPDIR")))`.
+pub(super) fn is_own_socket_filter(filter: &Sx) -> bool {
+    match filter.list() {
+        [Sx::Atom(side), Sx::Atom(kind), sub] => {
+            (side == "local" || side == "remote")
+                && kind == "unix-socket"
+                && sub.list().first().and_then(Sx::atom) == Some("subpath")
+                && sub.params() == vec!["OWN_TMPDIR".to_string()]
+        }
+        _ => false,
+    }
+}
+
+/// The network allows of a profile, but for the command's own Unix sockets.
 pub(super) fn network_allows(forms: &[Sx]) -> Vec<&Sx> {
     forms
         .iter()
+        .filter(|f| !f.filters().iter().all(|x| is_own_socket_filter(x)))
         .filter(|f| f.head() == "allow" && f.ops().iter().any(|o| o.starts_with("network")))
         .collect()
 }

@@ -44,6 +44,7 @@ fn env_denied(policy: &Policy) -> impl Fn(&str) -> bool {
         .iter()
         .find(|f| {
             f.head() == "deny"
+                && f.ops().contains(&"file-read*")
                 && f.filters()
                     .iter()
                     .any(|x| x.list().first().and_then(Sx::atom) == Some("require-all"))

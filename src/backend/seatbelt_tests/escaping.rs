@@ -16,15 +16,15 @@ fn control_characters_and_odd_paths_are_refused() {
     ] {
         let mut p = default_policy();
         p.project = PathBuf::from(bad);
-        assert!(render(&p, Path::new(SBX), None).is_err(), "{bad:?}");
+        assert!(render(&p, Path::new(SBX), None, None).is_err(), "{bad:?}");
         let mut p = default_policy();
         p.credentials[0].real = Some(PathBuf::from(bad));
-        assert!(render(&p, Path::new(SBX), None).is_err(), "{bad:?}");
+        assert!(render(&p, Path::new(SBX), None, None).is_err(), "{bad:?}");
     }
     for odd in ["relative/path", "/Users/t/../x", ""] {
         let mut p = default_policy();
         p.writable.push(PathBuf::from(odd));
-        assert!(render(&p, Path::new(SBX), None).is_err(), "{odd:?}");
+        assert!(render(&p, Path::new(SBX), None, None).is_err(), "{odd:?}");
     }
 }
 
@@ -118,7 +118,7 @@ proptest! {
         policy.writable = vec![PathBuf::from(&extra), PathBuf::from(&project)];
         for mode in [FsSetting::Restricted, FsSetting::ReadOnly, FsSetting::Unrestricted] {
             policy.filesystem = mode;
-            let p = render(&policy, Path::new(SBX), None).unwrap();
+            let p = render(&policy, Path::new(SBX), None, None).unwrap();
             let (forms, argv) = check(&p, false);
             for path in [&project, &home] {
                 let n = argv.params.iter().filter(|(_, v)| v == path).count();

@@ -27,7 +27,8 @@ fn network_allow_profile() {
         if form.ops().contains(&"network-outbound") {
             let f = &form.filters()[0];
             let ok = matches!(f.list(), [Sx::Atom(r), Sx::Atom(ip), Sx::Str(_)] if r == "remote" && ip == "ip")
-                || f.texts() == vec!["/private/var/run/mDNSResponder"];
+                || f.texts() == vec!["/private/var/run/mDNSResponder"]
+                || checks::is_own_socket_filter(f);
             assert!(ok, "{form:?}");
         }
     }
@@ -59,7 +60,13 @@ fn network_allowlist_reaches_only_the_proxy_port() {
     let mut policy = default_policy();
     policy.network = Network::Allowlist(vec![HostRule::parse("example.com").unwrap()]);
     let proxy = test_proxy(49152);
-    let p = render(&policy, Path::new(SBX), Some(&proxy)).unwrap();
+    let p = render(
+        &policy,
+        Path::new(SBX),
+        Some(&proxy),
+        Some(Path::new(RUN_DIR)),
+    )
+    .unwrap();
     let (forms, argv) = check(&p, true);
     // Exactly one network rule, the proxy's port, by remote address.
     let allows = network_allows(&forms);
@@ -84,8 +91,7 @@ fn network_allowlist_reaches_only_the_proxy_port() {
         "ocspd",
         "configd",
         "SecurityServer",
-        "network-bind",
-        "network-inbound",
+        "(local ip",
         "AF_SYSTEM",
     ] {
         assert!(!argv.profile.contains(absent), "{absent}");
@@ -130,7 +136,7 @@ fn network_allowlist_reaches_only_the_proxy_port() {
 fn network_allowlist_in_read_only_mode_keeps_the_proxy() {
     let mut policy = read_only_policy();
     policy.network = Network::Allowlist(vec![HostRule::parse("example.com").unwrap()]);
-    let p = render(&policy, Path::new(SBX), Some(&test_proxy(50000))).unwrap();
+    let p = render(&policy, Path::new(SBX), Some(&test_proxy(50000)), None).unwrap();
     let (forms, argv) = check(&p, true);
     assert_eq!(network_allows(&forms).len(), 1);
     assert!(argv.profile.contains(r#"(remote tcp "localhost:50000")"#));
@@ -142,8 +148,14 @@ fn network_allowlist_in_read_only_mode_keeps_the_proxy() {
 fn network_allowlist_needs_a_real_port() {
     let mut policy = default_policy();
     policy.network = Network::Allowlist(vec![HostRule::parse("example.com").unwrap()]);
-    assert!(render(&policy, Path::new(SBX), Some(&test_proxy(0))).is_err());
+    assert!(render(&policy, Path::new(SBX), Some(&test_proxy(0)), None).is_err());
     // A proxy given outside allowlist mode changes nothing.
-    let p = render(&default_policy(), Path::new(SBX), Some(&test_proxy(50000))).unwrap();
+    let p = render(
+        &default_policy(),
+        Path::new(SBX),
+        Some(&test_proxy(50000)),
+        Some(Path::new(RUN_DIR)),
+    )
+    .unwrap();
     assert_eq!(p, plan(&default_policy()));
 }

@@ -8,7 +8,11 @@ fn default_profile() {
     let p = plan(&default_policy());
     let (forms, argv) = check(&p, true);
     assert_eq!(argv.command, vec!["/bin/echo", "hi"]);
-    assert_eq!(p.env, Some(default_policy().env));
+    // The environment, with this run's own TMPDIR.
+    let mut env = default_policy().env;
+    env.set.push(("TMPDIR".into(), RUN_DIR.into()));
+    assert_eq!(p.env, Some(env));
+    assert_eq!(p.tmpdir.as_deref(), Some(Path::new(RUN_DIR)));
     assert!(p.placeholder.is_none() && p.create.is_empty());
     let params = &argv.params;
     default_writes(&forms, params);
@@ -19,6 +23,58 @@ fn default_profile() {
     golden("seatbelt-default.sb", &p);
 }
 
+/// The command's own Unix sockets: bound, accepted on and reached in this
+/// run's directory only; no socket file enters or leaves it; in the
+/// temporary directories (everywhere but the run's directory and the
+/// project) no directory or symbolic link is made and no directory
+/// removed; other runs' directories untouchable. Without a run directory
+/// (or in read-only mode) no Unix socket at all.
+#[test]
+fn own_sockets_stay_in_the_runs_tmpdir() {
+    let p = plan(&default_policy());
+    let (forms, argv) = check(&p, true);
+    let value = |name: &str| {
+        argv.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(value("OWN_TMPDIR").as_deref(), Some(RUN_DIR));
+    assert_eq!(value("OWN_TMPDIR_PARENT").as_deref(), Some(RUNS));
+    let own: Vec<&Sx> = forms
+        .iter()
+        .filter(|f| f.head() == "allow" && f.ops().iter().any(|o| o.starts_with("network")))
+        .collect();
+    assert_eq!(own.len(), 2, "{own:?}");
+    for f in &own {
+        assert_eq!(f.head(), "allow");
+        assert!(f.filters().iter().all(|x| checks::is_own_socket_filter(x)));
+    }
+    let text = &argv.profile;
+    for rule in [
+        "(allow system-socket (socket-domain AF_UNIX))",
+        r#"(allow file-write* (subpath (param "OWN_TMPDIR")))"#,
+        r#"(deny file-write-create file-write-unlink (require-all (vnode-type SOCKET) (require-not (subpath (param "OWN_TMPDIR")))))"#,
+        "(deny file-link (vnode-type SOCKET))",
+        r#"(deny file-write-unlink (literal (param "OWN_TMPDIR")))"#,
+        r#"(deny file-write* (require-all (subpath (param "OWN_TMPDIR_PARENT")) (require-not (subpath (param "OWN_TMPDIR")))))"#,
+        "(deny file-write-create\n  (require-all\n    (require-any (vnode-type DIRECTORY) (vnode-type SYMLINK))\n    (require-not (subpath (param \"OWN_TMPDIR\")))\n    (require-not (subpath (param \"PROJECT_ROOT\")))))",
+        "(deny file-write-unlink\n  (require-all\n    (vnode-type DIRECTORY)\n    (require-not (subpath (param \"OWN_TMPDIR\")))\n    (require-not (subpath (param \"PROJECT_ROOT\")))))",
+    ] {
+        assert!(text.contains(rule), "{rule}\n{text}");
+    }
+    // Without a directory made for the run, and in read-only mode: none.
+    for p in [
+        render(&default_policy(), Path::new(SBX), None, None).unwrap(),
+        plan(&read_only_policy()),
+    ] {
+        let text = p.profile.as_deref().unwrap();
+        assert!(!text.contains("unix-socket (subpath") && !text.contains("AF_UNIX"));
+        assert!(!text.contains("OWN_TMPDIR") && p.tmpdir.is_none());
+        assert!(!p.env.unwrap().set.iter().any(|(k, _)| k == "TMPDIR"));
+    }
+}
+
 fn default_writes(forms: &[Sx], params: &[(String, String)]) {
     // Writable roots, by value.
     let writes: Vec<(String, String)> = forms
@@ -26,7 +82,7 @@ fn default_writes(forms: &[Sx], params: &[(String, String)]) {
         .filter(|f| f.head() == "allow" && f.ops() == vec!["file-write*"])
         .flat_map(|f| path_filters(f, params))
         .collect();
-    let want: Vec<(String, String)> = ["/private/tmp", PROJECT, TMPDIR]
+    let want: Vec<(String, String)> = ["/private/tmp", PROJECT, TMPDIR, RUN_DIR]
         .iter()
         .map(|p| ("subpath".to_string(), p.to_string()))
         .collect();
@@ -104,6 +160,8 @@ fn default_move_protection(forms: &[Sx], params: &[(String, String)]) {
     assert_eq!(
         unlink,
         vec![
+            // This run's own TMPDIR, which must not move either.
+            ("literal".to_string(), RUN_DIR.to_string()),
             ("literal".to_string(), PROJECT.to_string()),
             ("literal".to_string(), format!("{PROJECT}/.git")),
         ]

@@ -307,6 +307,7 @@ fn minimal(plan: &Plan, sbx: &OsString) -> Plan {
         ready_fd: None,
         copies: None,
         without_copies: None,
+        tmpdir: None,
     }
 }
 

@@ -133,19 +133,6 @@ fn network_allow_reaches_the_internet_and_loopback_but_not_unix_sockets() {
     }
 }
 
-/// A program on the host's PATH (the CI job installs node and go); missing:
-/// skip, or fail when CI requires the sandbox tests to run.
-fn on_path(name: &str) -> Option<PathBuf> {
-    let found = which::which(name).ok();
-    if found.is_none() {
-        if std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_some_and(|v| v == "1") {
-            panic!("SBX_TEST_REQUIRE_SANDBOX=1 but {name} is not on PATH");
-        }
-        loud_skip(name, "not on PATH");
-    }
-    found
-}
-
 /// A Go program that fetches a URL and prints `STATUS <code>` or `ERR ...`.
 const GO_GET: &str = r#"package main
 
