@@ -680,3 +680,47 @@ fn filesystem_false_allows_clones() {
     assert_no_line_starting(&out, "STOLEN");
     assert!(!world.project.join("stolen").exists(), "{}", both(&out));
 }
+
+/// The build the clone rule is for: cargo copies with `fs::copy`, which
+/// clones on APFS and takes EPERM for an error, so `cargo build` with
+/// `filesystem = false` must get as far as running what it built.
+#[test]
+#[cfg_attr(
+    not(target_os = "macos"),
+    ignore = "macOS only: run by the macOS CI job"
+)]
+fn filesystem_false_runs_a_cargo_build() {
+    require_sandbox!();
+    let Some(cargo) = on_path("cargo") else {
+        return;
+    };
+    let world = World::new();
+    world.user_config("[sandbox]\nfilesystem = false\n");
+    util::write(
+        &world.project.join("Cargo.toml"),
+        "[package]\nname = \"hello\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    util::write(
+        &world.project.join("src/main.rs"),
+        "fn main() { println!(\"BUILT-AND-RAN\"); }\n",
+    );
+    // The toolchain rustup installed for the real user (the world's home
+    // is a fresh one); cargo's own home is the world's.
+    let real_home = std::env::var_os("HOME").map(PathBuf::from).unwrap();
+    let rustup = std::env::var_os("RUSTUP_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| real_home.join(".rustup"));
+    let cargo_home = world.root.join("cargo-home");
+    let out = Seatbelt.run(
+        &world,
+        &[],
+        &[cargo.to_str().unwrap(), "run", "--offline", "-q"],
+        &[
+            ("RUSTUP_HOME", rustup.to_str().unwrap()),
+            ("CARGO_HOME", cargo_home.to_str().unwrap()),
+        ],
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "BUILT-AND-RAN");
+    assert!(world.project.join("target").is_dir(), "{}", both(&out));
+}
