@@ -385,9 +385,10 @@ impl Profile {
         self.line("(deny file-link (vnode-type SOCKET))");
         self.line(&format!("(deny file-write-unlink (literal {dir}))"));
         let runs = self.named("OWN_TMPDIR_PARENT", &own.sockets.dir)?;
-        self.comment("other runs' directories");
+        // Their parent itself stays readable: the way to this run's.
+        self.comment("other runs' directories: neither read nor written");
         self.line(&format!(
-            "(deny file-write* (require-all (subpath {runs}) {outside}))"
+            "(deny {CREDENTIAL_OPS} (require-all (subpath {runs}) (require-not (literal {runs})) {outside}))"
         ));
         self.comment(
             "where host programs look for their servers (the temporary directories): files only",

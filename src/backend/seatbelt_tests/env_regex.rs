@@ -45,9 +45,10 @@ fn env_denied(policy: &Policy) -> impl Fn(&str) -> bool {
         .find(|f| {
             f.head() == "deny"
                 && f.ops().contains(&"file-read*")
-                && f.filters()
-                    .iter()
-                    .any(|x| x.list().first().and_then(Sx::atom) == Some("require-all"))
+                && f.filters().iter().any(|x| {
+                    x.list().first().and_then(Sx::atom) == Some("require-all")
+                        && x.list().get(1).and_then(|r| r.list().first()?.atom()) == Some("regex")
+                })
         })
         .expect("no .env rule")
         .clone();

@@ -57,7 +57,7 @@ fn own_sockets_stay_in_the_runs_tmpdir() {
         r#"(deny file-write-create file-write-unlink (require-all (vnode-type SOCKET) (require-not (subpath (param "OWN_TMPDIR")))))"#,
         "(deny file-link (vnode-type SOCKET))",
         r#"(deny file-write-unlink (literal (param "OWN_TMPDIR")))"#,
-        r#"(deny file-write* (require-all (subpath (param "OWN_TMPDIR_PARENT")) (require-not (subpath (param "OWN_TMPDIR")))))"#,
+        r#"(deny file-read* file-read-data file-read-metadata file-read-xattr file-write* file-write-unlink file-link file-clone (require-all (subpath (param "OWN_TMPDIR_PARENT")) (require-not (literal (param "OWN_TMPDIR_PARENT"))) (require-not (subpath (param "OWN_TMPDIR")))))"#,
         "(deny file-write-create\n  (require-all\n    (require-any (vnode-type DIRECTORY) (vnode-type SYMLINK))\n    (require-not (subpath (param \"OWN_TMPDIR\")))\n    (require-not (subpath (param \"PROJECT_ROOT\")))))",
         "(deny file-write-unlink\n  (require-all\n    (vnode-type DIRECTORY)\n    (require-not (subpath (param \"OWN_TMPDIR\")))\n    (require-not (subpath (param \"PROJECT_ROOT\")))))",
     ] {
