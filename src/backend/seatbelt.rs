@@ -56,9 +56,9 @@ use crate::policy::{Kind, Network, OwnSockets, Policy};
 pub use escape::quote;
 use escape::{quoted, Profile};
 use rules::{
-    CREDENTIAL_OPS, ENV_OPS, ENV_REGEX, ENV_TEMPLATE_REGEX, LIBINFO, MACH_BASELINE, MACH_DNS,
-    MACH_FORBIDDEN, MACH_TLS, READONLY_SYSTEM_DIRS, READONLY_SYSTEM_FILES, READONLY_TRAVERSAL,
-    SHM_NAMES, SYSCTL_NAMES, SYSCTL_PREFIXES, SYSCTL_WRITE_NAMES,
+    CREDENTIAL_OPS, ENV_OPS, ENV_REGEX, ENV_TEMPLATE_REGEX, HOST_SOCKET_DIRS, LIBINFO,
+    MACH_BASELINE, MACH_DNS, MACH_FORBIDDEN, MACH_TLS, READONLY_SYSTEM_DIRS, READONLY_SYSTEM_FILES,
+    READONLY_TRAVERSAL, SHM_NAMES, SYSCTL_NAMES, SYSCTL_PREFIXES, SYSCTL_WRITE_NAMES,
 };
 
 /// The only `sandbox-exec` sbx ever runs: a copy earlier on PATH could be anything.
@@ -93,8 +93,16 @@ pub fn render(
         let Some(dir) = own.dir.to_str() else {
             bail!("{}: the path is not valid UTF-8", own.dir.display());
         };
-        env.set.retain(|(k, _)| k != "TMPDIR");
-        env.set.push(("TMPDIR".into(), dir.into()));
+        // tmux and screen ignore TMPDIR: their servers' sockets go there
+        // too (the temporary directories take no directory of theirs).
+        let vars = [
+            ("TMPDIR", dir.to_string()),
+            ("TMUX_TMPDIR", dir.to_string()),
+            ("SCREENDIR", format!("{dir}/.screen")),
+        ];
+        env.set.retain(|(k, _)| !vars.iter().any(|(v, _)| k == v));
+        env.set
+            .extend(vars.into_iter().map(|(k, v)| (k.to_string(), v)));
     }
     if let Some(p) = proxy {
         env.set.extend(p.env(sbx));
@@ -375,15 +383,26 @@ impl Profile {
     /// directories are out of reach, and where host programs look for their
     /// servers no directory or symbolic link is made, and no directory
     /// removed or renamed.
-    fn socket_places(&mut self, own: &Own) -> Result<()> {
+    fn socket_places(&mut self, own: &Own, home: &Path, guarded: &mut Vec<Guarded>) -> Result<()> {
         self.section("sockets stay where they are: none of the host's enters the command's TMPDIR, none of the command's leaves it");
         let dir = self.named("OWN_TMPDIR", own.dir)?;
         let outside = format!("(require-not (subpath {dir}))");
         self.line(&format!(
             "(deny file-write-create file-write-unlink (require-all (vnode-type SOCKET) {outside}))"
         ));
-        self.line("(deny file-link (vnode-type SOCKET))");
-        self.line(&format!("(deny file-write-unlink (literal {dir}))"));
+        // Judged on the source, whatever the destination: no second name
+        // for a socket, nor a link or directory copied elsewhere.
+        self.line("(deny file-link file-clone (require-any (vnode-type SOCKET) (vnode-type SYMLINK) (vnode-type DIRECTORY)))");
+        // Only sbx makes it: a job left from the run cannot make it again.
+        self.line(&format!(
+            "(deny file-write-unlink file-write-create (literal {dir}))"
+        ));
+        // Where container engines and agents keep their sockets: never
+        // carried into TMPDIR, even from a writable root (`~` made
+        // writable) where directories may move.
+        for rel in HOST_SOCKET_DIRS {
+            guarded.push(Guarded::Contents(home.join(rel)));
+        }
         let runs = self.named("OWN_TMPDIR_PARENT", &own.sockets.dir)?;
         // Their parent itself stays readable: the way to this run's.
         self.comment("other runs' directories: neither read nor written");
@@ -421,7 +440,7 @@ impl Profile {
         let mut guarded: Vec<Guarded> = Vec::new();
         self.protected(policy, &mut guarded)?;
         if let Some(own) = own {
-            self.socket_places(own)?;
+            self.socket_places(own, &policy.home, &mut guarded)?;
         }
         self.credentials(policy, &mut guarded)?;
         self.env_files(policy, &mut guarded)?;

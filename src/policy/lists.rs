@@ -70,12 +70,8 @@ pub(super) const TOOL_CACHES: &[(&str, &str, &[&str], Option<&str>)] = &[
 /// removed that write for the same reason). Each project gets a module
 /// cache of its own instead. (On Linux clang's modules are rare, and each
 /// cache is one more mount per run.)
-pub(super) const TOOL_CACHES_MACOS: &[(&str, &str, &[&str], Option<&str>)] = &[(
-    "CLANG_MODULE_CACHE_PATH",
-    "clang-modules",
-    &["Library/Caches/clang/ModuleCache"],
-    None,
-)];
+pub(super) const TOOL_CACHES_MACOS: &[(&str, &str, &[&str], Option<&str>)] =
+    &[("CLANG_MODULE_CACHE_PATH", "clang-modules", &[], None)];
 
 /// Tools whose cache only a fetch writes, redirected like [`TOOL_CACHES`]
 /// only when the network is open: with it denied they work offline from

@@ -135,6 +135,20 @@ pub(super) const SHM_NAMES: &[&str] = &[
     r"^/__KMP_REGISTERED_LIB_[0-9]+$",
 ];
 
+/// Directories below home where host programs keep sockets that are a way
+/// out (container engines, which are root on the host, and a password
+/// manager's agent). With own Unix sockets they must not move, lest one
+/// be carried into the command's `TMPDIR` from a writable root.
+pub(super) const HOST_SOCKET_DIRS: &[&str] = &[
+    ".docker/run",
+    ".colima",
+    ".orbstack/run",
+    ".rd",
+    ".lima",
+    "Library/Containers/com.docker.docker/Data",
+    "Library/Group Containers/2BUA8C4S2C.com.1password/t",
+];
+
 /// Services that start or drive processes outside the sandbox (`open`,
 /// `osascript`) or carry data out (the pasteboard). Never allowed; denied
 /// again explicitly at the end.

@@ -11,6 +11,9 @@ fn default_profile() {
     // The environment, with this run's own TMPDIR.
     let mut env = default_policy().env;
     env.set.push(("TMPDIR".into(), RUN_DIR.into()));
+    env.set.push(("TMUX_TMPDIR".into(), RUN_DIR.into()));
+    env.set
+        .push(("SCREENDIR".into(), format!("{RUN_DIR}/.screen")));
     assert_eq!(p.env, Some(env));
     assert_eq!(p.tmpdir.as_deref(), Some(Path::new(RUN_DIR)));
     assert!(p.placeholder.is_none() && p.create.is_empty());
@@ -55,8 +58,8 @@ fn own_sockets_stay_in_the_runs_tmpdir() {
         "(allow system-socket (socket-domain AF_UNIX))",
         r#"(allow file-write* (subpath (param "OWN_TMPDIR")))"#,
         r#"(deny file-write-create file-write-unlink (require-all (vnode-type SOCKET) (require-not (subpath (param "OWN_TMPDIR")))))"#,
-        "(deny file-link (vnode-type SOCKET))",
-        r#"(deny file-write-unlink (literal (param "OWN_TMPDIR")))"#,
+        "(deny file-link file-clone (require-any (vnode-type SOCKET) (vnode-type SYMLINK) (vnode-type DIRECTORY)))",
+        r#"(deny file-write-unlink file-write-create (literal (param "OWN_TMPDIR")))"#,
         r#"(deny file-read* file-read-data file-read-metadata file-read-xattr file-write* file-write-unlink file-link file-clone (require-all (subpath (param "OWN_TMPDIR_PARENT")) (require-not (literal (param "OWN_TMPDIR_PARENT"))) (require-not (subpath (param "OWN_TMPDIR")))))"#,
         "(deny file-write-create\n  (require-all\n    (require-any (vnode-type DIRECTORY) (vnode-type SYMLINK))\n    (require-not (subpath (param \"OWN_TMPDIR\")))\n    (require-not (subpath (param \"PROJECT_ROOT\")))))",
         "(deny file-write-unlink\n  (require-all\n    (vnode-type DIRECTORY)\n    (require-not (subpath (param \"OWN_TMPDIR\")))\n    (require-not (subpath (param \"PROJECT_ROOT\")))))",
@@ -73,6 +76,36 @@ fn own_sockets_stay_in_the_runs_tmpdir() {
         assert!(!text.contains("OWN_TMPDIR") && p.tmpdir.is_none());
         assert!(!p.env.unwrap().set.iter().any(|(k, _)| k == "TMPDIR"));
     }
+}
+
+/// With home writable, the directories where container engines keep their
+/// sockets, and the directories above them, cannot move (into `TMPDIR`).
+#[test]
+fn host_socket_directories_cannot_move_when_home_is_writable() {
+    let mut policy = default_policy();
+    policy.writable.push(PathBuf::from(HOME));
+    let p = plan(&policy);
+    let (forms, argv) = check(&p, true);
+    let unlink: Vec<(String, String)> = forms
+        .iter()
+        .filter(|f| f.head() == "deny" && f.ops() == vec!["file-write-unlink"])
+        .flat_map(|f| path_filters(f, &argv.params))
+        .collect();
+    for dir in [
+        "/Users/t/.docker",
+        "/Users/t/.docker/run",
+        "/Users/t/.colima",
+        "/Users/t/Library/Group Containers/2BUA8C4S2C.com.1password/t",
+    ] {
+        assert!(has(&unlink, "literal", dir), "{dir}: {unlink:?}");
+    }
+    // Home itself is a writable root: it can move no more than it could.
+    assert!(has(&unlink, "literal", HOME));
+    // Without own sockets, nothing of theirs.
+    policy.own_sockets = None;
+    let args = format!("{:?}", plan(&policy).args);
+    assert!(!args.contains("/.docker/run") && !args.contains("1password"));
+    assert!(format!("{:?}", p.args).contains("/.docker/run"));
 }
 
 fn default_writes(forms: &[Sx], params: &[(String, String)]) {
@@ -160,8 +193,6 @@ fn default_move_protection(forms: &[Sx], params: &[(String, String)]) {
     assert_eq!(
         unlink,
         vec![
-            // This run's own TMPDIR, which must not move either.
-            ("literal".to_string(), RUN_DIR.to_string()),
             ("literal".to_string(), PROJECT.to_string()),
             ("literal".to_string(), format!("{PROJECT}/.git")),
         ]

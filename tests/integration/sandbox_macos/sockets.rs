@@ -53,6 +53,23 @@ def bind_there():
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(os.path.join(rdv, "fake"))
 attempt("bind-out", bind_there)
+# Onto a file that is there already, swapped with it, and through a link
+# or a clone of a symbolic link or a directory: whatever type Seatbelt
+# gives a destination, the source is judged.
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def checked(r):
+    if r != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+existing = os.path.join(rdv, "existing")
+attempt("rename-over", lambda: os.rename(own, existing))
+attempt("swap-out", lambda: checked(libc.renamex_np(own.encode(), existing.encode(), 2)))
+sym = os.path.join(tmp, "sym")
+os.symlink(own, sym)
+attempt("link-symlink-out", lambda: os.link(sym, os.path.join(rdv, "lsym"), follow_symlinks=False))
+attempt("clone-symlink-out", lambda: checked(libc.clonefile(sym.encode(), os.path.join(rdv, "csym").encode(), 1)))
+attempt("clone-dir-out", lambda: checked(libc.clonefile(own_dir.encode(), os.path.join(rdv, "cdir").encode(), 1)))
 attempt("rename-in", lambda: os.rename(host_sock, os.path.join(tmp, "in.sock")))
 attempt("link-in", lambda: os.link(host_sock, os.path.join(tmp, "in-hard.sock")))
 attempt("dir-in", lambda: os.rename(os.path.dirname(host_sock), os.path.join(tmp, "in-dir")))
@@ -77,25 +94,31 @@ sys.exit(3)
 struct Rendezvous(PathBuf);
 
 impl Rendezvous {
+    /// With one regular file in it, `existing`, to rename onto.
     fn new() -> Rendezvous {
         let dir = PathBuf::from(format!("/private/tmp/sbx-rdv-{}", unique(14)));
         std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("existing"), "").unwrap();
         Rendezvous(dir)
     }
 
-    /// Nothing the command made is there.
+    /// Nothing the command made is there, and `existing` is still the
+    /// empty regular file it was.
     fn untouched(&self, out: &Output) {
         let left: Vec<_> = std::fs::read_dir(&self.0)
             .unwrap()
             .flatten()
             .map(|e| e.file_name())
             .collect();
-        assert!(
-            left.is_empty(),
-            "made in {}: {left:?}\n{}",
+        assert_eq!(
+            left,
+            ["existing"],
+            "made in {}:\n{}",
             self.0.display(),
             both(out)
         );
+        let meta = std::fs::symlink_metadata(self.0.join("existing")).unwrap();
+        assert!(meta.is_file() && meta.len() == 0, "{meta:?}\n{}", both(out));
     }
 }
 
@@ -180,6 +203,11 @@ fn own_sockets_connect_and_the_hosts_stay_out_of_reach() {
     assert_line(&out, "OWN-GOT hi");
     for name in [
         "rename-out",
+        "rename-over",
+        "swap-out",
+        "link-symlink-out",
+        "clone-symlink-out",
+        "clone-dir-out",
         "link-out",
         "symlink-out",
         "dir-out",
