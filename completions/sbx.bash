@@ -37,6 +37,9 @@ _sbx() {
             sbx,__reduced)
                 cmd="sbx__subcmd____reduced"
                 ;;
+            sbx,__socket-probe)
+                cmd="sbx__subcmd____socket__subcmd__probe"
+                ;;
             sbx,__watch)
                 cmd="sbx__subcmd____watch"
                 ;;
@@ -62,7 +65,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-h -V --help --version run profile check completions man __inner __reduced __guard __keep __filter __watch __connect __probe"
+            opts="-h -V --help --version run profile check completions man __inner __reduced __guard __keep __filter __watch __connect __socket-probe __probe"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -250,6 +253,20 @@ _sbx() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd____socket__subcmd__probe)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;

@@ -38,6 +38,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "__keep" -d 'Internal: reduc
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__filter" -d 'Internal: add the Unix-socket filter, then exec the command'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__watch" -d 'Internal: the watcher of one project\'s `.env` files (see `envscan::watch`)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__connect" -d 'Internal: an ssh ProxyCommand that tunnels through the allowlist proxy'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "__socket-probe" -d 'Internal: whether a socket stays in its directory under the macOS profile (see `run/socket_probe.rs`)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "__probe" -d 'Internal: what `sbx check` runs inside a sandbox'
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l config -d 'Read this configuration file (trusted like the user file) [env: SBX_CONFIG]' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand run" -l network -d 'Network mode' -r -f -a "deny\t''
@@ -158,4 +159,5 @@ complete -c sbx -n "__fish_sbx_using_subcommand __watch" -l max-watches -d 'The 
 complete -c sbx -n "__fish_sbx_using_subcommand __watch" -l detach -d 'Start the watcher and return at once'
 complete -c sbx -n "__fish_sbx_using_subcommand __watch" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __connect" -s h -l help -d 'Print help'
+complete -c sbx -n "__fish_sbx_using_subcommand __socket-probe" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __probe" -s h -l help -d 'Print help'

@@ -70,6 +70,11 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
             max_watches,
             root,
         }) => watch(&root, &cache, detach, max_watches),
+        Some(Cmd::SocketProbe {
+            tmpdir,
+            into,
+            moved,
+        }) => Ok(run::socket_probe::inside(&tmpdir, &into, &moved)),
         Some(Cmd::Probe {
             write,
             read,
@@ -292,7 +297,7 @@ fn run_sandboxed(
             );
         }
     }
-    let sockets = socket_dir(policy, style);
+    let sockets = socket_dir(policy, host, style);
     let rendered = render(
         policy,
         host,
@@ -321,7 +326,7 @@ fn run_sandboxed(
 /// `/tmp/sbx-UID`, made if missing. macOS: a directory made for this run
 /// (removed after it) in the user's `/private/tmp/sbx-UID`. Without it, the
 /// command gets no Unix socket, and is told.
-fn socket_dir(policy: &Policy, style: Style) -> Option<PathBuf> {
+fn socket_dir(policy: &Policy, host: &Host, style: Style) -> Option<PathBuf> {
     let dir = &policy.own_sockets.as_ref()?.dir;
     if policy.backend == config::Backend::Reduced {
         return None;
@@ -335,7 +340,7 @@ fn socket_dir(policy: &Policy, style: Style) -> Option<PathBuf> {
     }
     let made = own_empty_dir(dir).and_then(|()| match policy.platform {
         Platform::Linux => Ok(dir.clone()),
-        Platform::Macos => fresh_dir_in(dir),
+        Platform::Macos => run::sockets_stay(policy, host, dir).and_then(|()| fresh_dir_in(dir)),
     });
     made.map_err(|why| {
         banner::warn(

@@ -104,6 +104,14 @@ pub enum Cmd {
     /// Internal: an ssh ProxyCommand that tunnels through the allowlist proxy.
     #[command(name = "__connect", hide = true)]
     Connect { host: String, port: u16 },
+    /// Internal: whether a socket stays in its directory under the macOS
+    /// profile (see `run/socket_probe.rs`).
+    #[command(name = "__socket-probe", hide = true)]
+    SocketProbe {
+        tmpdir: PathBuf,
+        into: PathBuf,
+        moved: PathBuf,
+    },
     /// Internal: what `sbx check` runs inside a sandbox.
     #[command(name = "__probe", hide = true)]
     Probe {

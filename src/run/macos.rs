@@ -161,6 +161,97 @@ fn with_darwin_tmpdir(mut env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsSt
     env
 }
 
+/// Whether the command may have its own Unix sockets on this macOS: the
+/// verdict kept for this build, or the probe's (see [`super::socket_probe`]),
+/// run under this run's profile with `/private/tmp` writable. `runs` is the
+/// user's directory of runs.
+pub fn sockets_stay(
+    policy: &Policy,
+    host: &crate::policy::Host,
+    runs: &Path,
+) -> Result<(), String> {
+    use super::socket_probe::{keep, kept, Verdict};
+    let build = nix::sys::utsname::uname()
+        .map(|u| u.version().to_string_lossy().into_owned())
+        .map_err(|e| format!("is left unused: the macOS version is unknown ({e})"))?;
+    let cache = host.cache_dir.as_deref();
+    let verdict = match cache.and_then(|c| kept(c, &build)) {
+        Some(v) => v,
+        None => {
+            let v = probe(policy, host, runs)?;
+            if let Some(c) = cache {
+                keep(c, &build, v);
+            }
+            v
+        }
+    };
+    match verdict {
+        Verdict::Stay => Ok(()),
+        Verdict::Leave => Err(format!(
+            "is left unused: on this macOS a rename can carry a socket out of the command's directory (found once per macOS build; remove {} to look again)",
+            cache.map_or_else(|| "nothing".into(), |c| c.join("macos-sockets").display().to_string())
+        )),
+    }
+}
+
+/// Run `sbx __socket-probe` under the profile `policy` gives, and judge
+/// where its socket ended up.
+fn probe(
+    policy: &Policy,
+    host: &crate::policy::Host,
+    runs: &Path,
+) -> Result<super::socket_probe::Verdict, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let sbx = host
+        .self_exe
+        .as_deref()
+        .ok_or("is left unused: sbx cannot find its own executable to check it")?;
+    let token = crate::proxy::random_token().map_err(|e| format!("is left unused ({e})"))?;
+    let places = super::socket_probe::Places::new(
+        runs,
+        nix::unistd::geteuid().as_raw(),
+        token.get(..10).unwrap_or(&token),
+    );
+    let mut builder = std::fs::DirBuilder::new();
+    builder.mode(0o700);
+    let made = builder
+        .create(&places.tmpdir)
+        .and_then(|()| builder.create(&places.into));
+    let mut probe = policy.clone();
+    let private_tmp = std::path::PathBuf::from("/private/tmp");
+    if !probe.writable.contains(&private_tmp) {
+        probe.writable.push(private_tmp);
+    }
+    probe.command = vec![
+        sbx.into(),
+        "__socket-probe".into(),
+        places.tmpdir.clone().into(),
+        places.into.clone().into(),
+        places.moved.clone().into(),
+    ];
+    let ran = made.map_err(|e| e.to_string()).and_then(|()| {
+        let plan = crate::backend::seatbelt::render(&probe, sbx, None, Some(&places.tmpdir))
+            .map_err(|e| format!("{e:#}"))?;
+        let mut cmd = crate::exec::prepare(&plan).map_err(|e| format!("{e:#}"))?;
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map_err(|e| e.to_string())
+    });
+    let verdict = places.judge();
+    places.remove();
+    match (verdict, ran) {
+        (Some(v), _) => Ok(v),
+        (None, Err(e)) => Err(format!(
+            "is left unused: the check that sockets stay in place could not run ({e})"
+        )),
+        (None, Ok(_)) => {
+            Err("is left unused: the check that sockets stay in place bound no socket".into())
+        }
+    }
+}
+
 /// `max_memory` has no mechanism on macOS.
 pub fn memory_cap() -> Result<&'static str, &'static str> {
     Err("macOS offers sbx no way to cap the memory of a process tree")

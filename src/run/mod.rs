@@ -18,7 +18,9 @@
 //! - [`config_copies`]: where a run's private git config copies go;
 //! - [`host_env`]: the environment as the policy sees it;
 //! - [`probe_not_started`]: why the sandbox of `sbx check` did not start;
-//! - [`memory_cap`]: how `max_memory` is enforced here, or why it is not.
+//! - [`memory_cap`]: how `max_memory` is enforced here, or why it is not;
+//! - [`sockets_stay`]: whether the command's own Unix sockets stay in their
+//!   directory here (macOS asks [`socket_probe`] once per build).
 //!
 //! On Linux (`linux`) sbx is the parent of bubblewrap, PID 1 of the
 //! sandbox is sbx's inner stage, signals go through a signalfd, and the
@@ -31,6 +33,7 @@
 pub mod allowlist;
 #[cfg(target_os = "linux")]
 mod linux;
+pub mod socket_probe;
 // Any other Unix builds the macOS path, as it did before the split: it has
 // neither bubblewrap nor Seatbelt, so no plan rendered there gets to run.
 #[cfg(not(target_os = "linux"))]
@@ -55,6 +58,7 @@ use crate::policy::Policy;
 pub use platform::{
     already_sandboxed, config_copies, filter, guard, host_env, inner, keep, landlock, memory_cap,
     probe_not_started, recover_killed_runs, reduced_plan, reduced_stage, run_plan, run_reduced,
+    sockets_stay,
 };
 
 /// The sandbox cannot be enforced here: refuse with `require`, else run the

@@ -101,7 +101,10 @@
 //!     made, and for `rename(2)` the type of what is moved: a socket or a
 //!     directory renamed out of `$TMPDIR` into `/tmp` is refused as their
 //!     creation there would be; `file-link` is judged on the source's type
-//!     (`own_sockets_connect_and_the_hosts_stay_out_of_reach`).
+//!     (`own_sockets_connect_and_the_hosts_stay_out_of_reach`). sbx checks
+//!     this itself before it gives a command Unix sockets (`sbx
+//!     __socket-probe`, once per macOS build): where it fails, the command
+//!     gets none, with a warning, and that test fails.
 
 use std::io::Read;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};

@@ -143,6 +143,16 @@ fn say_if_memory_stopped(policy: &Policy, group: Option<cgroup::RunGroup>) {
     }
 }
 
+/// The command's own sockets stay in their directory: it is a mount of the
+/// sandbox's, and nothing is renamed across a mount.
+pub fn sockets_stay(
+    _policy: &Policy,
+    _host: &crate::policy::Host,
+    _runs: &Path,
+) -> Result<(), String> {
+    Ok(())
+}
+
 /// How `max_memory` is enforced here (a cgroup of the run's own), or why it
 /// is not.
 pub fn memory_cap() -> Result<&'static str, &'static str> {

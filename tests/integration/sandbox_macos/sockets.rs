@@ -198,6 +198,15 @@ fn own_sockets_connect_and_the_hosts_stay_out_of_reach() {
         both(&out)
     );
     assert_eq!(out.status.code(), Some(3), "{}", both(&out));
+    // sbx checked once, under this profile, that a socket stays put.
+    let verdict = std::fs::read_to_string(world.home.join(".cache/sbx/macos-sockets"));
+    assert!(
+        verdict
+            .as_deref()
+            .is_ok_and(|v| v.trim_end().ends_with(" stay")),
+        "{verdict:?}\n{}",
+        both(&out)
+    );
     // Positive control: its own socket works.
     assert_line(&out, "CONNECTED own");
     assert_line(&out, "OWN-GOT hi");
