@@ -95,12 +95,14 @@ pub fn find_bwrap(policy: &Policy, path_var: Option<&OsStr>) -> Result<PathBuf, 
         }
         return Ok(real);
     }
-    let mut candidates = vec![PathBuf::from(SYSTEM_BWRAP)];
-    if let Some(path) = path_var {
-        if let Ok(found) = which::which_in_all("bwrap", Some(path), &policy.cwd) {
-            candidates.extend(found);
-        }
-    }
+    // PATH is searched only when `/usr/bin/bwrap` will not do: the first
+    // candidate that does wins, and looking through PATH first cost a
+    // `stat` per directory on every run.
+    let on_path = path_var
+        .and_then(|path| which::which_in_all("bwrap", Some(path), &policy.cwd).ok())
+        .into_iter()
+        .flatten();
+    let candidates = std::iter::once(PathBuf::from(SYSTEM_BWRAP)).chain(on_path);
     let mut distrusted = None;
     for c in candidates {
         let Ok(real) = std::fs::canonicalize(&c) else {
