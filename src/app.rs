@@ -542,6 +542,8 @@ fn check(
 fn create_tool_caches(policy: &Policy) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::DirBuilderExt;
+    // The caches share one directory: its owner file is read once.
+    let mut owners_seen: Vec<PathBuf> = Vec::new();
     for dir in &policy.tool_caches {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -551,6 +553,10 @@ fn create_tool_caches(policy: &Policy) -> Result<()> {
         let Some(owner) = dir.parent().map(|p| p.join(policy::TOOL_CACHE_OWNER)) else {
             continue;
         };
+        if owners_seen.contains(&owner) {
+            continue;
+        }
+        owners_seen.push(owner.clone());
         let project = policy.project.as_os_str().as_encoded_bytes();
         match std::fs::OpenOptions::new()
             .write(true)
