@@ -99,9 +99,17 @@ enum Born {
 impl Identity {
     /// The identity of what is at `path` now (not following a final link).
     pub fn of(path: &Path) -> Option<Identity> {
+        Some(Identity::from_lstat(
+            path,
+            &std::fs::symlink_metadata(path).ok()?,
+        ))
+    }
+
+    /// The identity of what is at `path`, from its `lstat` (`m`), taken
+    /// a moment ago.
+    pub fn from_lstat(path: &Path, m: &std::fs::Metadata) -> Identity {
         use std::os::unix::fs::MetadataExt;
-        let m = std::fs::symlink_metadata(path).ok()?;
-        Some(Identity {
+        Identity {
             dev: m.dev(),
             ino: m.ino(),
             born: match m.created().map(|t| t.duration_since(std::time::UNIX_EPOCH)) {
@@ -114,7 +122,7 @@ impl Identity {
                 .is_symlink()
                 .then(|| std::fs::read_link(path).ok())
                 .flatten(),
-        })
+        }
     }
 }
 

@@ -296,6 +296,12 @@ impl Places<'_> {
 /// Resolve the policy for one run (the command is filled in by the caller).
 pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     paths::forget_real_paths();
+    let policy = resolve_now(host, flags);
+    paths::forget_real_paths();
+    policy
+}
+
+fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     let places = Places::find(host, flags)?;
     let files = settings::ConfigFiles::find(&places, flags)?;
     let mut s = settings::Settings::merge(&files, &places, flags)?;

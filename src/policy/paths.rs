@@ -33,9 +33,57 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
-/// Forget what [`real`] remembered (at the start of each resolution).
+/// Forget what [`real`] and [`lstat`] remembered (at the start and the end
+/// of each resolution: nothing after it sees what it saw).
 pub(super) fn forget_real_paths() {
     REAL_MEMO.with(|memo| memo.borrow_mut().clear());
+    LSTAT_MEMO.with(|memo| memo.borrow_mut().clear());
+}
+
+/// What [`lstat`] found for each path, keyed like [`RealMemo`].
+type LstatMemo =
+    std::collections::HashMap<std::ffi::OsString, Result<std::fs::Metadata, std::io::ErrorKind>>;
+
+thread_local! {
+    static LSTAT_MEMO: std::cell::RefCell<LstatMemo> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// `lstat(p)`, looked at once per resolution: the steps ask about the same
+/// paths (`.git` alone about 25 times per run), and each asked the kernel
+/// again. A path with `.` or `..` is not remembered.
+pub(super) fn lstat_result(p: &Path) -> Result<std::fs::Metadata, std::io::ErrorKind> {
+    let plain = p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !plain {
+        return std::fs::symlink_metadata(p).map_err(|e| e.kind());
+    }
+    if let Some(known) = LSTAT_MEMO.with(|memo| memo.borrow().get(p.as_os_str()).cloned()) {
+        return known;
+    }
+    let found = std::fs::symlink_metadata(p).map_err(|e| e.kind());
+    LSTAT_MEMO.with(|memo| {
+        memo.borrow_mut()
+            .insert(p.as_os_str().to_owned(), found.clone())
+    });
+    found
+}
+
+/// [`lstat_result`], `None` for any error.
+pub(super) fn lstat(p: &Path) -> Option<std::fs::Metadata> {
+    lstat_result(p).ok()
+}
+
+/// `stat(p)`: what `p` names, links followed. The same answer as the
+/// system call (`lstat` failing means `stat` fails too, and a link names
+/// what its real path names), from what [`lstat`] and [`real`] remember.
+pub(super) fn stat(p: &Path) -> Option<std::fs::Metadata> {
+    let here = lstat(p)?;
+    if here.file_type().is_symlink() {
+        return real(p).and_then(|r| lstat(&r));
+    }
+    Some(here)
 }
 
 /// Tell [`real`] that nothing is at `p` (an `lstat` just said so), so that
@@ -60,9 +108,9 @@ fn resolve_memo(memo: &mut RealMemo, p: &Path, depth: u32) -> Option<PathBuf> {
     }
     let parent = resolve_memo(memo, parent, depth)?;
     let candidate = parent.join(name);
-    let result = match std::fs::symlink_metadata(&candidate) {
-        Err(_) => None,
-        Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&candidate) {
+    let result = match lstat(&candidate) {
+        None => None,
+        Some(m) if m.file_type().is_symlink() => match std::fs::read_link(&candidate) {
             // Too many links: let the system give its answer (ELOOP).
             _ if depth > 40 => std::fs::canonicalize(&candidate).ok(),
             Ok(target) => {
@@ -78,7 +126,7 @@ fn resolve_memo(memo: &mut RealMemo, p: &Path, depth: u32) -> Option<PathBuf> {
             }
             Err(_) => None,
         },
-        Ok(_) => Some(candidate),
+        Some(_) => Some(candidate),
     };
     memo.insert(p.as_os_str().to_owned(), result.clone());
     result
@@ -102,11 +150,16 @@ pub(super) fn macos_real_spelling(p: &Path) -> PathBuf {
 }
 
 pub(super) fn kind_of(p: &Path) -> Kind {
-    match std::fs::metadata(p) {
-        Ok(m) if m.is_dir() => Kind::Dir,
-        Ok(_) => Kind::File,
-        Err(_) => Kind::Missing,
+    match stat(p) {
+        Some(m) if m.is_dir() => Kind::Dir,
+        Some(_) => Kind::File,
+        None => Kind::Missing,
     }
+}
+
+/// Whether something is at `p`, links followed (`Path::exists`).
+pub(super) fn exists(p: &Path) -> bool {
+    stat(p).is_some()
 }
 
 /// The highest ancestor of `project` (itself included) that holds `.git`,
@@ -117,7 +170,7 @@ pub(super) fn outermost_repository(project: &Path, home: &Path) -> PathBuf {
         if dir == Path::new("/") || home.starts_with(dir) {
             break;
         }
-        if dir.join(".git").exists() {
+        if exists(&dir.join(".git")) {
             top = dir.to_path_buf();
         }
     }
@@ -132,7 +185,7 @@ pub(super) fn find_project(cwd: &Path, home: &Path) -> PathBuf {
         if dir == Path::new("/") || home.starts_with(dir) {
             break;
         }
-        if dir.join(".git").exists() {
+        if exists(&dir.join(".git")) {
             return dir.to_path_buf();
         }
     }
@@ -224,6 +277,51 @@ mod tests {
                 "{rel} (remembered)"
             );
         }
+    }
+
+    #[test]
+    fn remembered_stats_agree_with_the_system() {
+        use std::os::unix::fs::MetadataExt;
+        let t = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(base.join("a/b")).unwrap();
+        std::fs::write(base.join("a/f"), "x").unwrap();
+        std::os::unix::fs::symlink("a", base.join("dir-link")).unwrap();
+        std::os::unix::fs::symlink("a/f", base.join("file-link")).unwrap();
+        std::os::unix::fs::symlink("missing", base.join("dangling")).unwrap();
+        std::os::unix::fs::symlink("loop2", base.join("loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", base.join("loop2")).unwrap();
+        forget_real_paths();
+        let id = |m: std::fs::Metadata| (m.dev(), m.ino(), m.mode());
+        for rel in [
+            "a",
+            "a/b",
+            "a/f",
+            "a/f/x",
+            "dir-link",
+            "dir-link/f",
+            "file-link",
+            "dangling",
+            "loop1",
+            "nope",
+            "a/../a/f",
+        ] {
+            let p = base.join(rel);
+            for _ in 0..2 {
+                assert_eq!(
+                    lstat(&p).map(id),
+                    std::fs::symlink_metadata(&p).ok().map(id),
+                    "lstat {rel}"
+                );
+                assert_eq!(
+                    stat(&p).map(id),
+                    std::fs::metadata(&p).ok().map(id),
+                    "stat {rel}"
+                );
+                assert_eq!(exists(&p), p.exists(), "exists {rel}");
+            }
+        }
+        forget_real_paths();
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 use super::lists::{HOME_PROTECTED, PROJECT_PROTECTED};
-use super::paths::{kind_of, real};
+use super::paths::{kind_of, lstat, real};
 use super::settings::{ConfigFiles, Settings};
 use super::{GitConfigWatch, Identity, Kind, Places, Protected};
 
@@ -149,10 +149,10 @@ impl RunsLater {
         writable: &[PathBuf],
     ) -> Result<()> {
         let in_writable = |p: &Path| writable.iter().find(|w| p.starts_with(w)).cloned();
-        let meta = std::fs::symlink_metadata(c);
+        let meta = super::paths::lstat_result(c);
         if meta
             .as_ref()
-            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+            .is_err_and(|e| *e == std::io::ErrorKind::NotFound)
         {
             // Resolving it later costs no second look.
             super::paths::note_missing(c);
@@ -215,7 +215,7 @@ impl RunsLater {
     /// Watch a link by its own identity (moved aside if replaced).
     fn watch_link(&mut self, place: PathBuf) {
         let entry = Protected {
-            identity: Identity::of(&place),
+            identity: identity(&place),
             path: place,
             kind: Kind::Missing,
             create: false,
@@ -300,6 +300,11 @@ fn resolved_place(c: &Path, places: &Places) -> PathBuf {
     }
 }
 
+/// [`Identity::of`], from what this resolution already looked at.
+fn identity(path: &Path) -> Option<Identity> {
+    lstat(path).map(|m| Identity::from_lstat(path, &m))
+}
+
 /// The protected entry for a resolved path inside a writable root.
 fn protected_entry(resolved: PathBuf, layout: &GitLayout) -> Protected {
     let mut kind = kind_of(&resolved);
@@ -319,7 +324,7 @@ fn protected_entry(resolved: PathBuf, layout: &GitLayout) -> Protected {
         }
     }
     Protected {
-        identity: Identity::of(&resolved),
+        identity: identity(&resolved),
         path: resolved,
         kind,
         create,
@@ -377,10 +382,11 @@ fn git_candidates(places: &Places) -> Result<(Vec<PathBuf>, GitLayout)> {
     let (project, home) = (&places.project, &places.home);
     let mut candidates: Vec<PathBuf> = Vec::new();
     let git = project.join(".git");
+    let git_is_dir = kind_of(&git) == Kind::Dir;
     for rel in PROJECT_PROTECTED {
         // Hooks and config of a worktree or submodule (`.git` is a file)
         // live in another directory, handled as any other path.
-        if rel.starts_with(".git/") && !git.is_dir() {
+        if rel.starts_with(".git/") && !git_is_dir {
             continue;
         }
         candidates.push(project.join(rel));
@@ -430,7 +436,7 @@ fn repository_candidates(
     layout: &mut GitLayout,
 ) -> Result<()> {
     let git = git.to_path_buf();
-    if git.is_dir() {
+    if kind_of(&git) == Kind::Dir {
         candidates.push(git.join("hooks"));
         candidates.push(git.join("config"));
         candidates.push(git.join("remotes"));
@@ -572,7 +578,7 @@ fn path_dirs_in_home(places: &Places) -> Vec<PathBuf> {
 fn writable_git_dirs(writable: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
     let mut out = Vec::new();
     for w in writable {
-        if std::fs::symlink_metadata(w.join(".git")).is_ok() {
+        if lstat(&w.join(".git")).is_some() {
             out.push((w.join(".git"), w.clone()));
         } else if w.file_name().is_some_and(|n| n == ".git") {
             out.extend(w.parent().map(|tree| (w.clone(), tree.to_path_buf())));
@@ -594,18 +600,19 @@ pub(super) fn is_bare_repository(dir: &Path) -> bool {
 /// files that send git elsewhere for its config and hooks.
 fn git_entry_candidates(git: &Path) -> Vec<PathBuf> {
     let mut candidates = Vec::new();
-    let git_is_link = std::fs::symlink_metadata(git).is_ok_and(|m| m.file_type().is_symlink());
+    let git_is_link = lstat(git).is_some_and(|m| m.file_type().is_symlink());
     if git_is_link {
         // `.git -> elsewhere` (a separate git dir): the link itself is
         // watched, or the command could swap it for a repository of its
         // own; the hooks and config behind it are candidates below.
         candidates.push(git.to_path_buf());
     }
-    if git.is_file() {
+    let what = super::paths::stat(git);
+    if what.as_ref().is_some_and(|m| m.is_file()) {
         // `gitdir: PATH` of a worktree or submodule checkout: rewritten,
         // it points git at a directory the command prepared.
         candidates.push(git.to_path_buf());
-    } else if git.is_dir() {
+    } else if what.is_some_and(|m| m.is_dir()) {
         // `commondir` sends git to another directory for its config and
         // hooks; a normal repository has none, so it is watched. The
         // same files of linked worktrees live under .git/worktrees.
