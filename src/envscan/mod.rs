@@ -195,16 +195,30 @@ struct Stats {
 }
 
 fn scan(project: &Path, cache_dir: Option<&Path>, now: i128) -> (Vec<PathBuf>, Stats) {
-    let workers = std::thread::available_parallelism().map_or(1, NonZero::get);
-    scan_with(project, cache_dir, now, workers)
+    // Asked only when the walk outgrows one thread: the answer costs a
+    // dozen system calls (the cgroup's CPU quota), and most walks are done
+    // before.
+    let cores = || std::thread::available_parallelism().map_or(1, NonZero::get);
+    scan_counting(project, cache_dir, now, &cores)
 }
 
 /// [`scan`] with up to `workers` workers (within [`walker::MAX_WORKERS`]).
+#[cfg(test)]
 fn scan_with(
     project: &Path,
     cache_dir: Option<&Path>,
     now: i128,
     workers: usize,
+) -> (Vec<PathBuf>, Stats) {
+    scan_counting(project, cache_dir, now, &|| workers)
+}
+
+/// [`scan`] with up to `workers()` workers.
+fn scan_counting(
+    project: &Path,
+    cache_dir: Option<&Path>,
+    now: i128,
+    workers: &dyn Fn() -> usize,
 ) -> (Vec<PathBuf>, Stats) {
     let cache_file = cache_dir.map(|d| d.join(cache_name(project)));
     let old = cache_file.as_deref().and_then(|f| load(f, project));

@@ -73,10 +73,15 @@ pub(super) struct Walked {
     pub fds_left: usize,
 }
 
-/// Walk `project` with up to `workers` workers, reusing the records of
-/// `old` (written by a walk that started at `started`).
-pub(super) fn run(project: &Path, old: Option<&Cache>, started: i128, workers: usize) -> Walked {
-    let workers = workers.clamp(1, MAX_WORKERS);
+/// Walk `project` with up to `workers()` workers (asked only when more
+/// than one could help), reusing the records of `old` (written by a walk
+/// that started at `started`).
+pub(super) fn run(
+    project: &Path,
+    old: Option<&Cache>,
+    started: i128,
+    workers: &dyn Fn() -> usize,
+) -> Walked {
     let root = Item {
         rel: Vec::new(),
         at: At::Root,
@@ -105,7 +110,12 @@ pub(super) fn run(project: &Path, old: Option<&Cache>, started: i128, workers: u
         let mut first = Worker::default();
         first.walk(sh, Some(SOLO));
         let mut handles = Vec::new();
-        for _ in 1..if first.stack.is_empty() { 1 } else { workers } {
+        let workers = if first.stack.is_empty() {
+            1
+        } else {
+            workers().clamp(1, MAX_WORKERS)
+        };
+        for _ in 1..workers {
             sh.lock().busy += 1;
             let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
                 let mut worker = Worker::default();
