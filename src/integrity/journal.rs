@@ -147,7 +147,14 @@ pub(super) fn own_key() -> Option<String> {
     if let Some(key) = TEST_KEY.with(|k| k.borrow().clone()) {
         return Some(key);
     }
-    process_key(std::process::id())
+    this_process_key()
+}
+
+/// This process's key, read once: its PID and start time do not change
+/// while it runs (each run asked `/proc/self/stat` three times).
+fn this_process_key() -> Option<String> {
+    static KEY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| process_key(std::process::id())).clone()
 }
 
 /// What another run still going wrote down before its command (see
@@ -266,7 +273,7 @@ fn alive(key: &str) -> bool {
 pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
     reclaim(cache);
     let dir = dir(cache);
-    let mine = process_key(std::process::id()).unwrap_or_default();
+    let mine = this_process_key().unwrap_or_default();
     wait_for_guardians(&dir, &mine);
     let (clean, busy) = recover_pass(cache, &mine, true, warn);
     if !busy {
@@ -282,7 +289,7 @@ pub fn recover(cache: &Path, warn: &dyn Fn(&str)) -> bool {
 /// would wait for each other), and leaving the reports to the next run.
 pub fn recover_now(cache: &Path, warn: &dyn Fn(&str)) -> bool {
     reclaim(cache);
-    let mine = process_key(std::process::id()).unwrap_or_default();
+    let mine = this_process_key().unwrap_or_default();
     recover_pass(cache, &mine, false, warn).0
 }
 
@@ -403,7 +410,7 @@ impl Drop for Checking {
 /// that a run starting meanwhile waits for them and shows their report.
 pub fn begin_checking(cache: &Path) -> anyhow::Result<Checking> {
     use anyhow::Context;
-    let key = process_key(std::process::id()).context("reading /proc/self/stat")?;
+    let key = this_process_key().context("reading /proc/self/stat")?;
     let path = dir(cache).join(format!("checking-{key}"));
     std::fs::write(&path, "").with_context(|| format!("writing {}", path.display()))?;
     Ok(Checking(path))
@@ -441,7 +448,7 @@ fn wait_for_guardians(dir: &Path, mine: &str) {
 /// next run to show: `clean` says whether they left anything to review.
 pub fn leave_report(cache: &Path, clean: bool, said: &[String]) -> anyhow::Result<()> {
     use anyhow::Context;
-    let key = process_key(std::process::id()).context("reading /proc/self/stat")?;
+    let key = this_process_key().context("reading /proc/self/stat")?;
     let text = serde_json::to_string(&Report {
         clean,
         said: said.to_vec(),
