@@ -273,7 +273,7 @@ fn run_sandboxed(
     if policy.platform == Platform::Macos && policy.unix_sockets == config::UnixSockets::Allow {
         banner::warn(
             style,
-            "unix_sockets = \"allow\" is not supported on macOS yet: Unix sockets stay denied",
+            "unix_sockets = \"allow\" is not honoured on macOS: the host's Unix sockets stay unreachable, and the command gets only its own (as with \"own\")",
         );
     }
     let proxy = match &policy.network {

@@ -72,13 +72,18 @@ pub(super) fn plan(
     asked: &[PathBuf],
 ) -> Option<OwnSockets> {
     let host = places.host;
-    let wanted = s.unix_sockets == UnixSockets::Own
-        && match host.platform {
-            Platform::Linux => {
-                s.network != NetworkMode::Allow && s.filesystem != FsSetting::Unrestricted
-            }
-            Platform::Macos => s.filesystem == FsSetting::Restricted,
-        };
+    // macOS does not honour `allow` (no host socket is ever reachable
+    // there): the command gets its own, as with `own`.
+    let wanted = match host.platform {
+        Platform::Linux => {
+            s.unix_sockets == UnixSockets::Own
+                && s.network != NetworkMode::Allow
+                && s.filesystem != FsSetting::Unrestricted
+        }
+        Platform::Macos => {
+            s.unix_sockets != UnixSockets::Deny && s.filesystem == FsSetting::Restricted
+        }
+    };
     if !wanted {
         return None;
     }

@@ -317,3 +317,51 @@ fn text_and_json_forms_agree() {
         assert_eq!(got, expected);
     }
 }
+
+/// macOS: the command's own Unix sockets by default and with `allow` (which
+/// macOS does not honour beyond them), none with `deny`, in read-only mode
+/// or with `filesystem = false`; with them, `TMPDIR` is the run's own.
+#[test]
+fn macos_own_sockets_follow_the_setting() {
+    let world = World::new();
+    world.git_repo();
+    let home = world.home.to_str().unwrap();
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "profile",
+            "--platform",
+            "macos",
+            "--format",
+            "json",
+            "--home",
+            home,
+        ];
+        args.extend_from_slice(extra);
+        let (stdout, _) = sbx_in(&world, &world.project, &args);
+        let json: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+        let profile = json["profile"].as_str().unwrap().to_string();
+        let tmpdir = json["env"]["set"]["TMPDIR"].as_str().map(str::to_string);
+        (
+            profile.contains("(allow system-socket (socket-domain AF_UNIX))"),
+            tmpdir,
+        )
+    };
+    for extra in [
+        &[][..],
+        &["--unix-sockets", "own"],
+        &["--unix-sockets", "allow"],
+    ] {
+        let (sockets, tmpdir) = plan(extra);
+        assert!(sockets, "{extra:?}");
+        let tmpdir = tmpdir.unwrap_or_default();
+        assert!(
+            tmpdir.starts_with("/private/tmp/sbx-") && tmpdir.ends_with("/PER-RUN"),
+            "{extra:?}: {tmpdir}"
+        );
+    }
+    for extra in [&["--unix-sockets", "deny"][..], &["--read-only"]] {
+        assert_eq!(plan(extra), (false, None), "{extra:?}");
+    }
+    world.user_config("[sandbox]\nfilesystem = false\n");
+    assert_eq!(plan(&[]), (false, None), "filesystem = false");
+}
