@@ -162,9 +162,10 @@ of the sandbox's own, nowhere else: Landlock) and connect to those (Python's mul
 build servers), never to the host's: sbx's PID 1 decides each connection; it may then make no \
 symbolic link in `/tmp`, `/var/tmp`, `/run` or `$XDG_RUNTIME_DIR`, where one could lead a host \
 program to its sockets. `\"deny\"`: no Unix socket at all. `\"allow\"`: the host's too (Docker's socket, ssh-agent, D-Bus, tmux: each can be a way out \
-of the sandbox), said on every run. Linux full mode only, and not with `network = \"allow\"`: \
-there, in reduced mode and on macOS Unix sockets are refused unless `\"allow\"` (which macOS does \
-not honour either, with a warning).",
+of the sandbox), said on every run. On Linux not with `network = \"allow\"`, and refused in \
+reduced mode unless `\"allow\"`. On macOS (restricted filesystem) in a `$TMPDIR` made for each \
+run under `/private/tmp/sbx-UID`, where in `/tmp` and the user's `$TMPDIR` no directory or link \
+may then be made; `\"allow\"` gives the same there (with a warning).",
         project: "may narrow it (`\"allow\"` to `\"own\"` to `\"deny\"`), never widen it.",
         example: "\"deny\"",
     },

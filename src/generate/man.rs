@@ -349,7 +349,9 @@ bubblewrap from outside, and `sbx profile` prints the exact list `sbx run` execu
         "On macOS sbx runs `/usr/bin/sandbox-exec` with a deny-default Seatbelt profile, as its \
 parent: the same write, credential and \"runs later\" rules, and the three network modes \
 (`allowlist` through sbx's proxy on a per-run port of 127.0.0.1, the profile's only network \
-hole, with no DNS); `unix_sockets = \"allow\"` is not honoured (with a warning). A profile \
+hole, with no DNS); the command's own Unix sockets in a `$TMPDIR` made for each run (where a \
+probe shows this macOS keeps a socket in its directory), and `unix_sockets = \"allow\"` not \
+honoured beyond them (with a warning). A profile \
 sandbox-exec refuses is never a reason to run the command unsandboxed (exit 125); inside another \
 Seatbelt sandbox, which macOS does not nest, `require` decides as for a missing backend. \
 `sandbox-exec` is deprecated by Apple but still shipped with macOS, and used by the major coding \
