@@ -341,3 +341,19 @@ fn received<S: Read>(
         }
     }
 }
+
+/// Start `cmd` (stdin closed, output captured) and wait until `path`
+/// exists, the command's sign that it is ready, up to the deadline.
+pub fn started_until(mut cmd: Command, path: &Path) -> std::process::Child {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !path.exists() && start.elapsed() < crate::util::DEADLINE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}

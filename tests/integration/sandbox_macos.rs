@@ -116,8 +116,8 @@ use std::time::{Duration, Instant};
 
 use crate::host::{
     assert_absent, assert_line, assert_no_line_starting, assert_no_secret, both, kill_all, lines,
-    secret_files, show, shq, shq_path, snapshot, stderr, stdout, tcp_listener, tcp_received, tool,
-    unique, unix_listener, unix_received, SocketFile, PY_UNIX_CONNECT,
+    secret_files, show, shq, shq_path, snapshot, started_until, stderr, stdout, tcp_listener,
+    tcp_received, tool, unique, unix_listener, unix_received, SocketFile, PY_UNIX_CONNECT,
 };
 use crate::require_sandbox;
 use crate::scenarios;

@@ -160,22 +160,6 @@ fn own_sockets_as_expected(out: &Output) {
     }
 }
 
-/// Start `cmd` (stdin closed, output captured) and wait until `path`
-/// exists, the command's sign that it is ready, up to the deadline.
-fn started_until(mut cmd: Command, path: &Path) -> std::process::Child {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !path.exists() && start.elapsed() < util::DEADLINE {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
-}
-
 /// A directory in /tmp where a host program looks for its server (as tmux
 /// does in `/tmp/tmux-UID`), removed on drop; nothing may appear in it.
 struct Rendezvous(PathBuf);
