@@ -305,6 +305,13 @@ fn run_sandboxed(
         proxy.as_ref().map(|p| &p.proxy),
         sockets.as_deref(),
     );
+    // A macOS run's own directory is the run's alone: gone if it never runs.
+    let made_for_run = sockets.filter(|_| policy.platform == Platform::Macos);
+    if !matches!(rendered, Ok(Ok(_))) {
+        if let Some(dir) = &made_for_run {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
     let plan = match rendered {
         Ok(Ok(plan)) => plan,
         Ok(Err(cause)) => {
