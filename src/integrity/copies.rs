@@ -21,7 +21,7 @@ use super::identity::GitConfigWatch;
 
 /// The copies directory of this run in `cache`.
 pub fn dir(cache: &Path) -> Option<PathBuf> {
-    let key = super::journal::process_key(std::process::id())?;
+    let key = super::journal::this_process_key()?;
     Some(super::journal::dir(cache).join(format!("copies-{key}")))
 }
 
