@@ -95,9 +95,15 @@ pub(super) fn dir(cache: &Path) -> PathBuf {
 /// its notes or copies must not be what lets a planted file stay.
 pub fn reclaim(cache: &Path) {
     use std::os::unix::fs::PermissionsExt;
+    // A directory whose mode is 0700 already is left as it is: the same
+    // answer without a write to its inode (a chmod changes its change
+    // time, and costs a journal entry, seven times a run).
     let own = |path: &Path| {
-        let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
-        if is_dir {
+        let mode = std::fs::symlink_metadata(path)
+            .ok()
+            .filter(std::fs::Metadata::is_dir)
+            .map(|m| m.permissions().mode() & 0o7777);
+        if mode.is_some_and(|m| m != 0o700) {
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
         }
     };
