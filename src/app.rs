@@ -23,11 +23,15 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
     let self_exe = std::env::current_exe()
         .ok()
         .and_then(|p| std::fs::canonicalize(p).ok());
-    let is_the_shell = env
-        .iter()
-        .find(|(k, _)| k == "SHELL")
-        .and_then(|(_, v)| std::fs::canonicalize(v).ok())
-        .is_some_and(|s| Some(&s) == self_exe.as_ref());
+    // Asked only of an sbx started without arguments (the one case where
+    // it decides): a path resolved, one `readlink` per component, spared
+    // to every other start (the runs, their guardians and inner stages).
+    let is_the_shell = argv.len() <= 1
+        && env
+            .iter()
+            .find(|(k, _)| k == "SHELL")
+            .and_then(|(_, v)| std::fs::canonicalize(v).ok())
+            .is_some_and(|s| Some(&s) == self_exe.as_ref());
     if let Some(inv) = cli::shell_invocation(&argv, is_the_shell) {
         return shell(inv, env, self_exe).map(|never| match never {});
     }
