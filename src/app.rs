@@ -19,6 +19,11 @@ use crate::run;
 
 /// Entry point after `main`: decide the mode and run it.
 pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
+    // The guardian, started with every run, needs neither the environment
+    // nor where sbx lies (see `cli::quick_parse`).
+    if let Some(Cmd::Guard { cache }) = cli::quick_parse(&argv) {
+        return run::guard(&cache);
+    }
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let self_exe = std::env::current_exe()
         .ok()
@@ -35,7 +40,11 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
     if let Some(inv) = cli::shell_invocation(&argv, is_the_shell) {
         return shell(inv, env, self_exe).map(|never| match never {});
     }
-    let cli = match Cli::try_parse_from(&argv) {
+    let parsed = match cli::quick_parse(&argv) {
+        Some(cmd) => Ok(Cli { cmd: Some(cmd) }),
+        None => Cli::try_parse_from(&argv),
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_SBX_FAILED } else { 0 };

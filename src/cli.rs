@@ -365,6 +365,39 @@ pub enum FormatArg {
     Json,
 }
 
+/// The two command lines sbx is started with at every run, read without
+/// clap, which builds the definition of every subcommand and option first
+/// (about a tenth of a millisecond, in sbx and again in its guardian):
+/// `run -- CMD...` and `__guard --cache DIR` (as `run/linux/guardian.rs`
+/// starts it). Only exactly those shapes, for which clap's answer is known
+/// (no option given, `--` before the command; a value that cannot be taken
+/// for an option); every other command line, and a login shell's, is
+/// clap's, as before. Shell mode is recognised first all the same.
+pub fn quick_parse(argv: &[OsString]) -> Option<Cmd> {
+    let login = argv
+        .first()
+        .and_then(|a0| std::path::Path::new(a0).file_name())
+        .is_some_and(|name| name.as_encoded_bytes().first() == Some(&b'-'));
+    if login {
+        return None;
+    }
+    match argv.get(1..)? {
+        [sub, sep, command @ ..] if sub == "run" && sep == "--" && !command.is_empty() => {
+            Some(Cmd::Run(RunArgs {
+                policy: PolicyArgs::default(),
+                command: command.to_vec(),
+            }))
+        }
+        [sub, flag, cache] if sub == "__guard" && flag == "--cache" => {
+            let plain = cache.as_encoded_bytes().first().is_some_and(|&b| b != b'-');
+            plain.then(|| Cmd::Guard {
+                cache: PathBuf::from(cache),
+            })
+        }
+        _ => None,
+    }
+}
+
 /// How sbx was asked to behave as a shell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellInvocation {
@@ -437,6 +470,54 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_quick_parse_answers_as_clap_does() {
+        let shapes: &[&[&str]] = &[
+            &["sbx", "run", "--", "true"],
+            &[
+                "/usr/bin/sbx",
+                "run",
+                "--",
+                "sh",
+                "-c",
+                "echo hi",
+                "--",
+                "-x",
+            ],
+            &["sbx", "run", "--", "--help"],
+            &["sbx", "run", "--", ""],
+            &["sbx", "run", "--", "-q", "--network", "allow"],
+            &["sbx", "__guard", "--cache", "/home/u/.cache/sbx"],
+            &["sbx", "__guard", "--cache", "relative dir"],
+        ];
+        for shape in shapes {
+            let args = argv(shape);
+            let quick = quick_parse(&args).expect("a shape it reads");
+            let clap = Cli::try_parse_from(&args).unwrap().cmd.unwrap();
+            assert_eq!(format!("{quick:?}"), format!("{clap:?}"), "{shape:?}");
+        }
+        // Everything else is clap's.
+        let others: &[&[&str]] = &[
+            &["sbx"],
+            &["sbx", "run"],
+            &["sbx", "run", "--"],
+            &["sbx", "run", "true"],
+            &["sbx", "run", "-q", "--", "true"],
+            &["sbx", "run", "--help"],
+            &["-sbx", "run", "--", "true"],
+            &["sbx", "profile", "--", "true"],
+            &["sbx", "__guard", "--cache"],
+            &["sbx", "__guard", "--cache", "-x"],
+            &["sbx", "__guard", "--cache", ""],
+            &["sbx", "__guard", "--cache=/c"],
+            &["sbx", "__guard", "--cache", "/c", "extra"],
+            &["sbx", "__inner", "--", "true"],
+        ];
+        for shape in others {
+            assert!(quick_parse(&argv(shape)).is_none(), "{shape:?}");
+        }
     }
 
     #[test]
