@@ -29,9 +29,6 @@ pub struct Checks<'a> {
     /// The run's private git config copies, applied after it, and the
     /// configs they are copies of (in the order of the plan).
     copies: Option<(PathBuf, Vec<&'a GitConfigWatch>)>,
-    /// The copies' directory is removed by the caller once the checks are
-    /// made ([`Checks::leave_copies`]), not by them.
-    copies_left: bool,
     /// An after-the-fact run's copies of the "runs later" paths that exist,
     /// put back after it where the command changed them (see
     /// [`snapshot`]).
@@ -93,7 +90,6 @@ impl<'a> Checks<'a> {
             repositories,
             cache: cache.map(Path::to_path_buf),
             copies,
-            copies_left: false,
             snapshot: None,
             _note: note,
         })
@@ -171,20 +167,11 @@ impl<'a> Checks<'a> {
                 repositories,
                 cache: Some(cache.to_path_buf()),
                 copies: None,
-                copies_left: false,
                 snapshot: Some(Held::new(snapshot)),
                 _note: Some(pending),
             });
         }
         unreachable!("the last attempt returns")
-    }
-
-    /// Leave the removal of the private git config copies (once applied)
-    /// to the caller: their directory, if there are copies.
-    pub fn leave_copies(&mut self) -> Option<PathBuf> {
-        let (dir, _) = self.copies.as_ref()?;
-        self.copies_left = true;
-        Some(dir.clone())
     }
 
     /// Make the checks once the command has run, then drop the note. False
@@ -221,9 +208,6 @@ impl<'a> Checks<'a> {
         if let Some((dir, configs)) = &self.copies {
             if !super::copies::apply(dir, configs, warn) {
                 clean = false;
-            }
-            if !self.copies_left {
-                super::copies::remove(dir);
             }
         }
         for repositories in &self.repositories {

@@ -50,7 +50,7 @@ pub fn prepare(dir: &Path, configs: &[&GitConfigWatch]) -> Result<()> {
 /// Apply what the command changed in each copy to the real config: the
 /// everyday settings, through git; every other change is named in a
 /// warning. False when something was refused or could not be applied.
-/// The directory is left for the caller to remove ([`remove`]).
+/// The directory is removed.
 pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bool {
     let mut clean = true;
     // Looked up once, and only when a copy changed.
@@ -102,25 +102,8 @@ pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bo
             clean = false;
         }
     }
-    clean
-}
-
-/// Remove a run's copies directory, once applied.
-pub fn remove(dir: &Path) {
     let _ = std::fs::remove_dir_all(dir);
-}
-
-/// Remove the copies directory `name` (as [`dir`] names it:
-/// `copies-PID-START`) of a run in `cache`, once applied; any other name
-/// is left alone.
-pub fn remove_named(cache: &Path, name: &str) {
-    let runs = name.strip_prefix("copies-").is_some_and(|key| {
-        key.split('-')
-            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-    });
-    if runs {
-        remove(&super::journal::dir(cache).join(name));
-    }
+    clean
 }
 
 /// What of the change from `before` to `after` (two versions of a config)
@@ -532,31 +515,6 @@ mod tests {
 
     fn entries(text: &str) -> Vec<Entry> {
         gitconfig::scan(text)
-    }
-
-    #[test]
-    fn only_a_runs_copies_are_removed_by_name() {
-        let cache = tempfile::tempdir().unwrap();
-        let pending = super::super::journal::dir(cache.path());
-        for name in ["copies-12-345", "copies-PER-RUN", "copies-", "other"] {
-            std::fs::create_dir_all(pending.join(name)).unwrap();
-        }
-        for name in [
-            "copies-12-345",
-            "copies-PER-RUN",
-            "copies-",
-            "other",
-            "copies-1-2/../other",
-            "../pending",
-        ] {
-            remove_named(cache.path(), name);
-        }
-        let mut left: Vec<String> = std::fs::read_dir(&pending)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["copies-", "copies-PER-RUN", "other"]);
     }
 
     fn no_local(_: &str) -> bool {

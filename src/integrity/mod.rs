@@ -42,8 +42,7 @@
 //!    everyday git commands write, are reported; the file stays as it is.
 //! 3. [`copies::apply`]: what the command changed in each private config
 //!    copy is read by git; everyday settings are applied to the real file
-//!    by git, every other change is named and refused; the copies go (a
-//!    Linux run's guardian removes them once sbx has exited).
+//!    by git, every other change is named and refused; the copies go.
 //! 4. New repositories (`repositories::check_new_repositories`): the project
 //!    is walked again (from the walk's cache) and each `.git` entry that was
 //!    not there, or that another took the place of (the project's `.git`

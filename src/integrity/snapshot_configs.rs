@@ -325,9 +325,7 @@ fn apply(c: &GitConfigWatch, after: &[u8], copies: &Path, warn: &dyn Fn(&str)) -
         let _ = aside::remove_any(copies);
         return false;
     }
-    let clean = super::copies::apply(copies, &one, warn);
-    super::copies::remove(copies);
-    clean
+    super::copies::apply(copies, &one, warn)
 }
 
 #[cfg(test)]

@@ -8,11 +8,9 @@
 //! lines: `pipe INODE` for each sandbox it starts (the inode of that
 //! sandbox's ready pipe, which bubblewrap, its child and the inner stage
 //! hold, and the command never does), and `done` once its own checks are
-//! made, after `copies NAME` when it leaves the removal of its private git
-//! config copies (applied by then) to the guardian, off its own exit's
-//! path. The pipe ends when sbx is gone:
+//! made. The pipe ends when sbx is gone:
 //!
-//! - `done` came: nothing to do, but for those copies;
+//! - `done` came: nothing to do;
 //! - no `done`: sbx died first. The guardian kills every process that holds
 //!   one of those ready pipes and waits until they are gone (the sandbox's
 //!   first process is one: the kernel ends every other process of its PID
@@ -41,8 +39,6 @@ use crate::integrity::journal;
 const DONE: &str = "done";
 /// What sbx writes before each sandbox it starts, with its ready pipe.
 const PIPE: &str = "pipe";
-/// What sbx writes before `done`, with the name of its copies directory.
-const COPIES: &str = "copies";
 
 /// The guardian of one run, seen from sbx: the write end of its pipe.
 pub struct Guardian {
@@ -56,16 +52,6 @@ impl Guardian {
             .context("reading the ready pipe")?
             .st_ino;
         self.say(&format!("{PIPE} {inode}"))
-    }
-
-    /// Leave the removal of the run's copies directory `dir` (applied) to
-    /// the guardian, once told done; an error if it cannot be told.
-    pub fn remove_when_done(&self, dir: &Path) -> Result<()> {
-        let name = dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .context("naming the copies")?;
-        self.say(&format!("{COPIES} {name}"))
     }
 
     /// One line: short, so one write that is never split.
@@ -129,18 +115,10 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
     }
     let _ = std::env::set_current_dir("/");
     let mut pipes: Vec<u64> = Vec::new();
-    let mut copies: Option<String> = None;
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         if line == DONE {
-            if let Some(name) = copies {
-                crate::integrity::copies::remove_named(cache, &name);
-            }
             return Ok(ExitCode::SUCCESS);
-        }
-        if let Some(name) = line.strip_prefix(COPIES) {
-            copies = Some(name.trim().to_string());
-            continue;
         }
         if let Some(inode) = line.strip_prefix(PIPE).and_then(|i| i.trim().parse().ok()) {
             pipes.push(inode);

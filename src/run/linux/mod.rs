@@ -76,24 +76,11 @@ pub fn run_plan(
     say_if_memory_stopped(policy, group);
     match outcome {
         Ok(Outcome::Exited(code)) => {
-            // The copies' directory, applied by the checks, is removed by
-            // the guardian once told done, after sbx has exited (an rmdir
-            // and two unlinks: about 0.1 ms here); without a guardian, or
-            // one that cannot be told, by the checks as before. A killed
-            // guardian's are removed by the next run, never applied.
-            let mut checks = checks;
-            let left = guardian.as_ref().and_then(|_| checks.leave_copies());
             // The checks come before the proxy's directory is removed: it
             // may lie in sbx's cache directory, itself watched when in a
             // writable root, and the removal would change its change time
             // (its identity where there is no birth time).
             let code = check_after(checks, style, code);
-            if let Some(dir) = left {
-                let told = guardian.as_ref().map(|g| g.remove_when_done(&dir));
-                if !matches!(told, Some(Ok(()))) {
-                    crate::integrity::copies::remove(&dir);
-                }
-            }
             drop(guardian);
             drop(proxy);
             std::process::exit(i32::from(code))

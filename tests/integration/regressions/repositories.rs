@@ -713,20 +713,6 @@ fn copies_left(world: &World) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The private config copies left once the runs' guardians are done: a
-/// run that ends normally leaves its copies' removal to its guardian,
-/// which makes it once sbx has exited (five seconds at most here).
-fn copies_left_after_the_guardians(world: &World) -> Vec<String> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let left = copies_left(world);
-        if left.is_empty() || std::time::Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
 /// `.git/config` was read-only: `git remote add`, `git switch -c --track`,
 /// `git config --local` failed with git's "Device or resource busy". They
 /// now write a private copy, and after the run the everyday settings reach
@@ -780,8 +766,7 @@ echo DONE"#,
         ["me@example.invalid"]
     );
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
-    let left = copies_left_after_the_guardians(&world);
-    assert!(left.is_empty(), "{left:?}");
+    assert!(copies_left(&world).is_empty(), "{:?}", copies_left(&world));
     // One setting that is not everyday stops the run's changes, all of
     // them, named.
     let out = sbx_sh(
@@ -794,8 +779,7 @@ echo DONE"#,
     assert!(stdout(&out).contains("DONE"), "{}", both(&out));
     assert_fsmonitor_refused(&out, &repo.join(".git/config"));
     assert!(host_config(&world, repo, "user.name").is_empty());
-    let left = copies_left_after_the_guardians(&world);
-    assert!(left.is_empty(), "{left:?}");
+    assert!(copies_left(&world).is_empty(), "{:?}", copies_left(&world));
     host_git(&world, repo);
 }
 
@@ -834,8 +818,7 @@ fn a_killed_runs_config_copy_never_reaches_the_host() {
     let after = std::fs::read_to_string(&config).unwrap();
     assert!(!after.contains("fsmonitor"), "{after}");
     assert!(!after.contains("x@example.invalid"), "{after}");
-    let left = copies_left_after_the_guardians(&world);
-    assert!(left.is_empty(), "{left:?}");
+    assert!(copies_left(&world).is_empty(), "{:?}", copies_left(&world));
     host_git(&world, &world.project);
 }
 
