@@ -12,7 +12,7 @@ use crate::policy::{
     Credential, Kind, Network, OwnSockets, Platform, Policy, Protected, CREDENTIALS,
     CREDENTIALS_MACOS,
 };
-use checks::{check, credential_filters, has, mach_allowed, network_allows};
+use checks::{check, credential_filters, has, mach_allowed, network_allows, unlink_filters};
 use sexpr::{eval, path_filters, read_forms, Sx};
 
 // The tests by topic; the fixtures, the argv and the golden files are here.

@@ -233,6 +233,16 @@ pub(super) fn credential_filters(
         .collect()
 }
 
+/// The evaluated `(kind, path)` filters of every rule that denies only
+/// `file-write-unlink` (what may not be renamed or removed).
+pub(super) fn unlink_filters(forms: &[Sx], params: &[(String, String)]) -> Vec<(String, String)> {
+    forms
+        .iter()
+        .filter(|f| f.head() == "deny" && f.ops() == vec!["file-write-unlink"])
+        .flat_map(|f| path_filters(f, params))
+        .collect()
+}
+
 pub(super) fn has(filters: &[(String, String)], kind: &str, path: &str) -> bool {
     filters.iter().any(|(k, p)| k == kind && p == path)
 }

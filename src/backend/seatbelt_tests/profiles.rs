@@ -86,11 +86,7 @@ fn host_socket_directories_cannot_move_when_home_is_writable() {
     policy.writable.push(PathBuf::from(HOME));
     let p = plan(&policy);
     let (forms, argv) = check(&p, true);
-    let unlink: Vec<(String, String)> = forms
-        .iter()
-        .filter(|f| f.head() == "deny" && f.ops() == vec!["file-write-unlink"])
-        .flat_map(|f| path_filters(f, &argv.params))
-        .collect();
+    let unlink = unlink_filters(&forms, &argv.params);
     for dir in [
         "/Users/t/.docker",
         "/Users/t/.docker/run",
@@ -185,11 +181,7 @@ fn default_protected(forms: &[Sx], params: &[(String, String)]) {
 fn default_move_protection(forms: &[Sx], params: &[(String, String)]) {
     // Move protection: the project root and `.git` cannot be renamed;
     // home is not writable, so its directories need nothing.
-    let unlink: Vec<(String, String)> = forms
-        .iter()
-        .filter(|f| f.head() == "deny" && f.ops() == vec!["file-write-unlink"])
-        .flat_map(|f| path_filters(f, params))
-        .collect();
+    let unlink = unlink_filters(forms, params);
     assert_eq!(
         unlink,
         vec![
@@ -310,11 +302,7 @@ fn fs_false_profile() {
     assert!(text.find("(deny file-read* file-read-data").unwrap() > link);
     // Everything is writable, so every directory above a credential is
     // protected against renaming.
-    let unlink: Vec<(String, String)> = forms
-        .iter()
-        .filter(|f| f.head() == "deny" && f.ops() == vec!["file-write-unlink"])
-        .flat_map(|f| path_filters(f, &argv.params))
-        .collect();
+    let unlink = unlink_filters(&forms, &argv.params);
     for dir in [
         "/Users",
         HOME,
@@ -337,11 +325,7 @@ fn deny_extra_profile() {
     assert!(has(&creds, "subpath", "/Users/t/proj/secrets"));
     assert!(has(&creds, "literal", "/Users/t/work notes/token.txt"));
     assert!(has(&creds, "subpath", "/Users/t/work notes/token.txt"));
-    let unlink: Vec<(String, String)> = forms
-        .iter()
-        .filter(|f| f.head() == "deny" && f.ops() == vec!["file-write-unlink"])
-        .flat_map(|f| path_filters(f, params))
-        .collect();
+    let unlink = unlink_filters(&forms, params);
     for dir in [PROJECT, "/Users/t/proj/.git", "/Users/t/proj/tools"] {
         assert!(has(&unlink, "literal", dir), "{dir}");
     }
