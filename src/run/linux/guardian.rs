@@ -25,7 +25,7 @@
 //! the time the kernel takes to end the sandbox plus the checks themselves.
 
 use std::io::BufRead;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
@@ -107,6 +107,8 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
         blocked.add(signal);
     }
     blocked.thread_block().context("blocking signals")?;
+    let parent = parent_key();
+    let sbx = parent.filter(|_| !broken(std::io::stdin().as_fd()));
     // What sbx inherited without close-on-exec (a pipe an agent waits on
     // for EOF) is not the guardian's to hold, nor is the directory it was
     // started in.
@@ -126,14 +128,51 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
     }
     // sbx is gone without saying it was done: so goes its sandbox.
     end_sandboxes(&pipes);
-    check_for_a_dead_run(cache)?;
+    check_for_a_dead_run(cache, sbx.as_deref())?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Make the checks of a run whose sbx is gone, once its sandbox has ended
-/// (here, or in reduced mode's keeper), and leave what they found for the
-/// next run to say.
-pub fn check_for_a_dead_run(cache: &Path) -> Result<()> {
+/// The key of this process's parent: sbx, for a guardian or keeper that
+/// reads it first thing and then finds the pipe from sbx still unbroken
+/// (see [`broken`]): an exiting process closes its descriptors before its
+/// children are handed to another parent.
+pub fn parent_key() -> Option<String> {
+    journal::process_key(u32::try_from(nix::unistd::getppid().as_raw()).ok()?)
+}
+
+/// Whether a pipe from sbx reports that its writer is gone.
+pub fn broken(pipe: BorrowedFd<'_>) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(pipe, PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+}
+
+/// Wait until the process of `key` has finished exiting (a minute at
+/// most). A killed sbx's pipe breaks when its descriptors close, a moment
+/// before it is a zombie; checks made in between took its run for a live
+/// one and left the planted files to the next run.
+fn wait_for_exit(key: &str) {
+    let Some(pid) = key.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+        return;
+    };
+    let start = Instant::now();
+    while journal::process_key(pid).as_deref() == Some(key)
+        && start.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Make the checks of a run whose sbx (of key `sbx`, when known) is gone,
+/// once its sandbox has ended (here, or in reduced mode's keeper), and
+/// leave what they found for the next run to say.
+pub fn check_for_a_dead_run(cache: &Path, sbx: Option<&str>) -> Result<()> {
+    if let Some(key) = sbx {
+        wait_for_exit(key);
+    }
     let _checking = journal::begin_checking(cache)?;
     let said = std::cell::RefCell::new(Vec::<String>::new());
     let clean = journal::recover_now(cache, &|text| said.borrow_mut().push(text.to_string()));
@@ -232,5 +271,43 @@ mod tests {
         end_sandboxes(&[inode]);
         assert!(child.wait().unwrap().code().is_none(), "killed by a signal");
         assert!(holding(&[inode]).is_empty());
+    }
+
+    /// The checks wait for a killed sbx to be a zombie: until then its
+    /// note reads as a live run's.
+    #[test]
+    fn the_checks_wait_until_the_killed_process_has_exited() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let key = journal::process_key(child.id()).unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        wait_for_exit(&key);
+        // Not reaped yet: a zombie, which no longer counts as alive.
+        assert_eq!(journal::process_key(child.id()), None);
+        assert!(child.wait().unwrap().code().is_none());
+        // A key whose process is gone (or another one now): at once.
+        let start = Instant::now();
+        wait_for_exit(&format!("{}-0", child.id()));
+        assert!(start.elapsed() < Duration::from_secs(30));
+    }
+
+    /// The key a guardian reads first is its parent's, while the pipe from
+    /// it holds.
+    #[test]
+    fn a_guardian_knows_its_run_while_the_pipe_holds() {
+        assert_eq!(
+            parent_key(),
+            journal::process_key(std::os::unix::process::parent_id())
+        );
+        let (read, write) = nix::unistd::pipe().unwrap();
+        assert!(!broken(read.as_fd()));
+        drop(write);
+        assert!(broken(read.as_fd()));
     }
 }

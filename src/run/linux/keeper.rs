@@ -24,12 +24,14 @@
 //! (ABI 6); below that, reduced mode says on every run that it can.
 
 use std::ffi::OsString;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context, Result};
 use nix::unistd::Pid;
+
+use super::guardian::broken;
 
 /// Run the keeper; the exit status is the command's.
 pub fn keep(
@@ -48,6 +50,8 @@ pub fn keep(
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     )
     .context("the pipe from sbx")?;
+    // sbx's key, for the checks if it dies (see `guardian::parent_key`).
+    let sbx_then = super::guardian::parent_key();
     let group = nix::unistd::getpgrp();
     nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))
         .context("moving the keeper to a process group of its own")?;
@@ -65,6 +69,7 @@ pub fn keep(
     let parent = std::fs::File::open(format!("/proc/self/fd/{parent_fd}"))
         .context("reopening the pipe from sbx")?;
     nix::unistd::close(parent_fd).context("closing the pipe from sbx")?;
+    let sbx_key = sbx_then.filter(|_| !broken(parent.as_fd()));
     let (signals, _mask) = super::signals::route_signals(true)?;
     let code = super::signals::wait_forwarding(pid, &signals, true, Some(parent.as_fd()))?;
     let sbx_gone = broken(parent.as_fd());
@@ -80,19 +85,9 @@ pub fn keep(
     }
     if sbx_gone {
         if let Some(cache) = cache {
-            super::guardian::check_for_a_dead_run(cache)?;
+            super::guardian::check_for_a_dead_run(cache, sbx_key.as_deref())?;
         }
         return Ok(ExitCode::from(137));
     }
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(255)))
-}
-
-/// Whether the pipe from sbx reports that its writer is gone.
-fn broken(pipe: BorrowedFd<'_>) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let mut fds = [PollFd::new(pipe, PollFlags::empty())];
-    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
-        && fds[0]
-            .revents()
-            .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
 }
