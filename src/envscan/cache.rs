@@ -10,7 +10,7 @@
 //! start (i128 nanoseconds) and the record count (u64), then per directory
 //!
 //!   path-length (u32) relative-path (`a/b`; empty for the root)
-//!   dev (u64) ino (u64) mtime-ns (i128) ctime-ns (i128)
+//!   dev (u64) ino (u64) mtime-ns (i64) ctime-ns (i64)
 //!   subdir-count (u32) env-count (u32)
 //!   then per name: length (u16) name; the subdirectories' names first
 //!
@@ -33,14 +33,14 @@ use super::Stamp;
 /// First token of a cache file.
 pub(super) const MAGIC: &[u8] = b"sbx-envscan";
 /// Cache layout version; bump on any change to the layout or its meaning.
-pub(super) const FORMAT: &[u8] = b"4";
+pub(super) const FORMAT: &[u8] = b"5";
 /// A larger cache file is ignored (and never written): records are found by
 /// 32-bit offsets. That is some 20 million directories, far beyond any real
 /// tree; a smaller bound would make a large tree walk in full every time.
 pub(super) const MAX_CACHE_BYTES: u64 = u32::MAX as u64;
 
 /// dev, ino, mtime, ctime.
-const STAMP_BYTES: usize = 8 + 8 + 16 + 16;
+const STAMP_BYTES: usize = 8 + 8 + 8 + 8;
 /// The smallest record: an empty path, a stamp, no names.
 const MIN_RECORD: usize = 4 + STAMP_BYTES + 4 + 4;
 
@@ -90,15 +90,15 @@ impl<'a> Iterator for Names<'a> {
 }
 
 impl<'a> Body<'a> {
-    /// A record body as written by [`put_body`] (checked by [`decode`]);
+    /// A record body as written by [`put_record`] (checked by [`decode`]);
     /// `None` if it is not one.
     pub fn parse(bytes: &'a [u8]) -> Option<Body<'a>> {
         let mut r = Reader { bytes, pos: 0 };
         let stamp = Stamp {
             dev: u64::from_le_bytes(r.array()?),
             ino: u64::from_le_bytes(r.array()?),
-            mtime: i128::from_le_bytes(r.array()?),
-            ctime: i128::from_le_bytes(r.array()?),
+            mtime: i64::from_le_bytes(r.array()?).into(),
+            ctime: i64::from_le_bytes(r.array()?).into(),
         };
         let nsub = u32::from_le_bytes(r.array()?);
         let nenv = u32::from_le_bytes(r.array()?);
@@ -129,13 +129,7 @@ impl Cache {
 
     /// Record `i`: its relative path and its body's bytes.
     fn record(&self, i: u32) -> Option<(&[u8], &[u8])> {
-        let i = usize::try_from(i).ok()?;
-        let start = usize::try_from(*self.starts.get(i)?).ok()?;
-        let end = usize::try_from(*self.starts.get(i + 1)?).ok()?;
-        let record = self.bytes.get(start..end)?;
-        let (len, rest) = record.split_first_chunk::<4>()?;
-        let len = usize::try_from(u32::from_le_bytes(*len)).ok()?;
-        Some((rest.get(..len)?, rest.get(len..)?))
+        split_record(self.raw_record(i)?)
     }
 
     fn rel(&self, i: u32) -> &[u8] {
@@ -147,9 +141,12 @@ impl Cache {
         Body::parse(self.record(i)?.1)
     }
 
-    /// Record `i`'s body as stored (to be written again as is).
-    pub fn raw_body(&self, i: u32) -> Option<&[u8]> {
-        Some(self.record(i)?.1)
+    /// Record `i` as stored, path and body (to be written again as is).
+    pub fn raw_record(&self, i: u32) -> Option<&[u8]> {
+        let i = usize::try_from(i).ok()?;
+        let start = usize::try_from(*self.starts.get(i)?).ok()?;
+        let end = usize::try_from(*self.starts.get(i + 1)?).ok()?;
+        self.bytes.get(start..end)
     }
 
     /// The record of `rel` among records `lo..hi`, whose paths all share
@@ -190,6 +187,18 @@ impl Cache {
         }
         lo
     }
+}
+
+/// A record as stored: its relative path and its body.
+fn split_record(record: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (len, rest) = record.split_first_chunk::<4>()?;
+    let len = usize::try_from(u32::from_le_bytes(*len)).ok()?;
+    Some((rest.get(..len)?, rest.get(len..)?))
+}
+
+/// A stored record's relative path (empty if it is not one).
+pub(super) fn record_rel(record: &[u8]) -> &[u8] {
+    split_record(record).map_or(&[], |r| r.0)
 }
 
 /// The order of the records: by path, component by component (`/` before
@@ -351,21 +360,27 @@ fn valid_name(name: &[u8]) -> bool {
     !name.is_empty() && name != b"." && name != b".." && name.iter().all(|&b| b != b'/' && b != 0)
 }
 
-/// Append a record body: `stamp`, then the names (each list sorted, without
-/// duplicates, by the caller). `None` (and nothing appended) for a name too
-/// long for the layout.
-pub(super) fn put_body<'n>(
+/// Append a record as the cache keeps it: `rel` (a path relative to the
+/// project), `stamp`, then the names (each list sorted, without
+/// duplicates, by the caller). `None` (and nothing appended) for a path or
+/// name too long for the layout.
+pub(super) fn put_record<'n>(
     out: &mut Vec<u8>,
+    rel: &[u8],
     stamp: &Stamp,
     subdirs: impl ExactSizeIterator<Item = &'n [u8]>,
     envs: impl ExactSizeIterator<Item = &'n [u8]>,
 ) -> Option<()> {
     let start = out.len();
     let result = (|| {
+        out.extend_from_slice(&u32::try_from(rel.len()).ok()?.to_le_bytes());
+        out.extend_from_slice(rel);
         out.extend_from_slice(&stamp.dev.to_le_bytes());
         out.extend_from_slice(&stamp.ino.to_le_bytes());
-        out.extend_from_slice(&stamp.mtime.to_le_bytes());
-        out.extend_from_slice(&stamp.ctime.to_le_bytes());
+        // Nanoseconds in 64 bits reach the year 2262; a time past that
+        // is not cached (the directory is read again), never clamped.
+        out.extend_from_slice(&i64::try_from(stamp.mtime).ok()?.to_le_bytes());
+        out.extend_from_slice(&i64::try_from(stamp.ctime).ok()?.to_le_bytes());
         out.extend_from_slice(&u32::try_from(subdirs.len()).ok()?.to_le_bytes());
         out.extend_from_slice(&u32::try_from(envs.len()).ok()?.to_le_bytes());
         for name in subdirs.chain(envs) {
@@ -380,30 +395,36 @@ pub(super) fn put_body<'n>(
     result
 }
 
-/// A whole cache file: `records` (relative path, body) written in the
-/// order given (the caller sorts them).
-pub(super) fn encode_records<'r>(
+/// The size of the cache file [`write_records`] writes, when within
+/// [`MAX_CACHE_BYTES`].
+pub(super) fn file_size<'r>(
+    project: &Path,
+    records: impl Iterator<Item = &'r [u8]>,
+) -> Option<u64> {
+    let header: usize = header(project).iter().map(|t| t.len() + 1).sum::<usize>() + 16 + 8;
+    let size = records.map(<[u8]>::len).sum::<usize>() + header;
+    u64::try_from(size).ok().filter(|&s| s <= MAX_CACHE_BYTES)
+}
+
+/// A whole cache file, to `out`: the header, then `records` (each as
+/// [`put_record`] makes it) in the order given (the caller sorts them).
+pub(super) fn write_records<'r>(
+    out: &mut dyn Write,
     project: &Path,
     walk: i128,
-    records: impl ExactSizeIterator<Item = (&'r [u8], &'r [u8])> + Clone,
-) -> Option<Vec<u8>> {
-    let size: usize = records
-        .clone()
-        .map(|(rel, body)| 4 + rel.len() + body.len())
-        .sum();
-    let mut out = Vec::with_capacity(size + 256);
+    records: impl Iterator<Item = &'r [u8]> + Clone,
+) -> io::Result<()> {
     for token in header(project) {
-        out.extend_from_slice(token);
-        out.push(0);
+        out.write_all(token)?;
+        out.write_all(&[0])?;
     }
-    out.extend_from_slice(&walk.to_le_bytes());
-    out.extend_from_slice(&u64::try_from(records.len()).ok()?.to_le_bytes());
-    for (rel, body) in records {
-        out.extend_from_slice(&u32::try_from(rel.len()).ok()?.to_le_bytes());
-        out.extend_from_slice(rel);
-        out.extend_from_slice(body);
+    out.write_all(&walk.to_le_bytes())?;
+    let count = u64::try_from(records.clone().count()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    out.write_all(&count.to_le_bytes())?;
+    for record in records {
+        out.write_all(record)?;
     }
-    (u64::try_from(out.len()).ok()? <= MAX_CACHE_BYTES).then_some(out)
+    Ok(())
 }
 
 /// A cache file from directories in memory, for tests (in the order given,
@@ -411,23 +432,29 @@ pub(super) fn encode_records<'r>(
 /// does).
 #[cfg(test)]
 pub(super) fn encode(project: &Path, walk: i128, records: &[(Vec<u8>, super::Dir)]) -> Vec<u8> {
-    let mut bodies = Vec::new();
-    let mut rels = Vec::new();
+    let mut arena = Vec::new();
+    let mut ranges = Vec::new();
     for (rel, d) in records.iter().filter(|(_, d)| !d.unreadable) {
-        let mut body = Vec::new();
+        let start = arena.len();
         let subdirs = d.subdirs.iter().map(Vec::as_slice);
         let envs = d.envs.iter().map(Vec::as_slice);
-        put_body(&mut body, &d.stamp, subdirs, envs).unwrap();
-        bodies.push(body);
-        rels.push(rel.as_slice());
+        put_record(&mut arena, rel, &d.stamp, subdirs, envs).unwrap();
+        ranges.push(start..arena.len());
     }
-    let records = rels.into_iter().zip(bodies.iter().map(Vec::as_slice));
-    encode_records(project, walk, records.collect::<Vec<_>>().into_iter()).unwrap()
+    let records: Vec<&[u8]> = ranges.into_iter().map(|r| &arena[r]).collect();
+    let mut out = Vec::new();
+    let records = records.iter().copied();
+    write_records(&mut out, project, walk, records.clone()).unwrap();
+    assert_eq!(file_size(project, records), Some(out.len() as u64));
+    out
 }
 
-/// Write the cache atomically: a private temporary file in the same
-/// directory, renamed over the old one.
-pub(super) fn store(file: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Write the cache atomically (`write` writes its content): a private
+/// temporary file in the same directory, renamed over the old one.
+pub(super) fn store(
+    file: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
     let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else {
         return Err(io::ErrorKind::InvalidInput.into());
     };
@@ -443,7 +470,12 @@ pub(super) fn store(file: &Path, bytes: &[u8]) -> io::Result<()> {
         .create_new(true)
         .mode(0o600)
         .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|f| {
+            let mut out = io::BufWriter::with_capacity(1 << 16, f);
+            write(&mut out)?;
+            out.into_inner().map_err(io::IntoInnerError::into_error)?;
+            Ok(())
+        })
         .and_then(|()| std::fs::rename(&tmp, file));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);

@@ -42,7 +42,7 @@ mod walker;
 #[cfg(target_os = "linux")]
 pub mod watch;
 
-use cache::{cache_name, encode_records, load, store};
+use cache::{cache_name, file_size, load, store, write_records};
 
 /// Directories never searched: they do not hold the user's own secrets.
 pub const PRUNED: &[&str] = &[
@@ -223,18 +223,22 @@ fn scan_counting(
     let cache_file = cache_dir.map(|d| d.join(cache_name(project)));
     let old = cache_file.as_deref().and_then(|f| load(f, project));
     let started = old.as_ref().map_or(i128::MIN, |c| c.walk);
-    let walked = walker::run(project, old.as_ref(), started, workers);
+    let mut walked = walker::run(project, old.as_ref(), started, workers);
     let mut stats = Stats {
         peak_fds: walked.peak_fds,
         fds_left: walked.fds_left,
         ..Stats::default()
     };
-    // The cache is written again when a directory was read.
+    // The cache is written again when a directory was read, straight from
+    // the walk's records: no copy of the whole file in memory.
     let dirty = old.is_none() || walked.outs.iter().any(|o| o.read > 0);
     if let Some(file) = cache_file.as_deref().filter(|_| dirty) {
-        stats.wrote = walker::cache_records(old.as_ref(), &walked.outs)
-            .and_then(|records| encode_records(project, now, records.into_iter()))
-            .is_some_and(|bytes| store(file, &bytes).is_ok());
+        walker::sort_records(old.as_ref(), &mut walked.outs);
+        let merged = walker::Merged::new(old.as_ref(), &walked.outs);
+        let records = merged.clone().flatten();
+        stats.wrote = merged.clone().all(|r| r.is_some())
+            && file_size(project, records.clone()).is_some()
+            && store(file, |out| write_records(out, project, now, records)).is_ok();
     }
     let mut found = Vec::new();
     for out in walked.outs {

@@ -592,7 +592,7 @@ fn truncated_or_corrupt_cache_is_ignored() {
 }
 
 /// dev, ino, mtime, ctime.
-const STAMP: usize = 48;
+const STAMP: usize = 32;
 
 /// The length of a record in the cache file.
 fn record_len(rel: &[u8], d: &Dir) -> usize {
@@ -793,4 +793,28 @@ fn records_sort_in_walk_order() {
     assert_eq!(cmp_rel(&a, &b), std::cmp::Ordering::Less);
     assert_eq!(cmp_rel(&a[..20], &a), std::cmp::Ordering::Less);
     assert_eq!(cmp_rel(&a, &a.clone()), std::cmp::Ordering::Equal);
+}
+
+/// A time the cache cannot hold (64-bit nanoseconds end in 2262): that
+/// directory is not cached, so every walk reads it again, and a `.env` made
+/// there is found (a time in the future is never settled either).
+#[test]
+fn a_directory_dated_past_2262_is_read_every_time() {
+    let (_t, p, cache) = setup();
+    fs::create_dir_all(p.join("far/inner")).unwrap();
+    fs::create_dir_all(p.join("near")).unwrap();
+    let year_2300 = std::time::UNIX_EPOCH + std::time::Duration::from_secs(10_413_792_000);
+    let set = |d: &Path| {
+        File::open(d).unwrap().set_modified(year_2300).unwrap();
+    };
+    set(&p.join("far"));
+    let (_, first) = scan(&p, Some(&cache), later());
+    assert!(first.wrote && first.read == 4, "{first:?}");
+    let (_, second) = scan(&p, Some(&cache), later());
+    assert_eq!((second.read, second.reused), (1, 3), "{second:?}");
+    // A `.env` made there, with its time put back: found.
+    touch(&p.join("far/.env"));
+    set(&p.join("far"));
+    let (found, _) = scan(&p, Some(&cache), later());
+    assert_eq!(found, vec![real(&p.join("far/.env"))]);
 }

@@ -26,7 +26,7 @@ use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::NixPath;
 
-use super::cache::{put_body, Cache};
+use super::cache::{put_record, record_rel, Cache};
 use super::{is_pruned, may_be_env, Stamp};
 
 /// Most workers in one walk: metadata calls scale with cores only so far.
@@ -50,19 +50,19 @@ pub(super) struct Out {
     pub unreadable: Vec<PathBuf>,
     pub git_entries: Vec<PathBuf>,
     pub bare: Vec<PathBuf>,
-    /// The directories to cache: path relative to the project, and where
-    /// its record body is.
-    pub records: Vec<(Vec<u8>, Src)>,
-    /// The record bodies of the directories this worker read.
+    /// The directories to cache: where each one's record is.
+    pub records: Vec<Src>,
+    /// The records of the directories this worker read, as the cache keeps
+    /// them (path and body: one allocation for all).
     pub arena: Vec<u8>,
 }
 
-/// Where a record body to write is.
+/// Where a record to write is.
 pub(super) enum Src {
     /// The previous cache's record, unchanged.
     Old(u32),
     /// `arena[start..end]` of the worker that read it.
-    New(usize, usize),
+    New(u32, u32),
 }
 
 /// What a whole walk found: each worker's part, and descriptor counts (the
@@ -496,9 +496,24 @@ fn visit<'s>(
     // read again.
     let start = out.arena.len();
     let stamp = Stamp::from_stat(&st);
-    let cached =
-        complete && put_body(&mut out.arena, &stamp, scratch.subdirs(), scratch.envs()).is_some();
-    let src = cached.then_some(Src::New(start, out.arena.len()));
+    let cached = complete
+        && put_record(
+            &mut out.arena,
+            &rel,
+            &stamp,
+            scratch.subdirs(),
+            scratch.envs(),
+        )
+        .is_some();
+    // Found by 32-bit offsets, as in the cache file itself (whose size is
+    // bounded by the same): past that, left out, so read again next time.
+    let src = match (u32::try_from(start), u32::try_from(out.arena.len())) {
+        (Ok(start), Ok(end)) if cached => Some(Src::New(start, end)),
+        _ => {
+            out.arena.truncate(start);
+            None
+        }
+    };
     let dir = Listed { sh, rel, at, below };
     dir.names(out, stack, Some(fd), scratch.subdirs(), scratch.envs(), src);
 }
@@ -587,7 +602,7 @@ impl<'s> Listed<'_, 's> {
             out.unreadable.append(&mut noted.unreadable);
         }
         if let Some(src) = src {
-            out.records.push((rel, src));
+            out.records.push(src);
         }
     }
 }
@@ -684,26 +699,79 @@ fn read(fd: &Fd<'_>, scratch: &mut Scratch) -> bool {
     complete
 }
 
-/// The records of a new cache, from a walk's parts: (relative path, body),
-/// sorted as the cache keeps them. `None` if one cannot be found (never
-/// expected: then the cache is not written).
-pub(super) fn cache_records<'a>(
-    old: Option<&'a Cache>,
-    outs: &'a [Out],
-) -> Option<Vec<(&'a [u8], &'a [u8])>> {
-    let mut records = Vec::with_capacity(outs.iter().map(|o| o.records.len()).sum());
+/// A record of a worker's: the previous cache's, or the worker's own.
+fn record<'a>(old: Option<&'a Cache>, arena: &'a [u8], src: &Src) -> Option<&'a [u8]> {
+    match *src {
+        Src::Old(i) => old?.raw_record(i),
+        Src::New(start, end) => arena.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?),
+    }
+}
+
+/// Sort each worker's records as the cache keeps them (in place: the
+/// records themselves stay where they are). Each worker's are mostly in
+/// order already (it walks depth first, in name order): a stable sort
+/// merges such runs.
+pub(super) fn sort_records(old: Option<&Cache>, outs: &mut [Out]) {
     for out in outs {
-        for (rel, src) in &out.records {
-            let body = match *src {
-                Src::Old(i) => old?.raw_body(i)?,
-                Src::New(start, end) => out.arena.get(start..end)?,
-            };
-            records.push((rel.as_slice(), body));
+        let Out { records, arena, .. } = out;
+        let rel = |src: &Src| record(old, arena, src).map_or(&[][..], record_rel);
+        records.sort_by(|a, b| super::cache::cmp_rel(rel(a), rel(b)));
+    }
+}
+
+/// The records of a new cache, from a walk's parts sorted by
+/// [`sort_records`]: each as the cache keeps it, merged in the cache's
+/// order, without duplicates; `None` for a record that cannot be found
+/// (never expected: then the cache is not written). No list of them all
+/// is made: a first walk of a big tree holds every record once.
+#[derive(Clone)]
+pub(super) struct Merged<'a> {
+    old: Option<&'a Cache>,
+    /// Each worker's part, and how many of its records were taken.
+    parts: Vec<(&'a Out, usize)>,
+    last: Option<&'a [u8]>,
+}
+
+impl<'a> Merged<'a> {
+    pub fn new(old: Option<&'a Cache>, outs: &'a [Out]) -> Merged<'a> {
+        Merged {
+            old,
+            parts: outs.iter().map(|o| (o, 0)).collect(),
+            last: None,
         }
     }
-    // Each worker's records are mostly in order already (it walks
-    // depth first, in name order): a stable sort merges such runs.
-    records.sort_by(|a, b| super::cache::cmp_rel(a.0, b.0));
-    records.dedup_by(|a, b| a.0 == b.0);
-    Some(records)
+}
+
+impl<'a> Iterator for Merged<'a> {
+    type Item = Option<&'a [u8]>;
+
+    fn next(&mut self) -> Option<Option<&'a [u8]>> {
+        loop {
+            // The first of the parts' next records.
+            let mut best: Option<(usize, &'a [u8])> = None;
+            for (k, (out, taken)) in self.parts.iter().enumerate() {
+                let Some(src) = out.records.get(*taken) else {
+                    continue;
+                };
+                let Some(rec) = record(self.old, &out.arena, src) else {
+                    return Some(None);
+                };
+                let first = best.is_none_or(|(_, b)| {
+                    super::cache::cmp_rel(record_rel(rec), record_rel(b)).is_lt()
+                });
+                if first {
+                    best = Some((k, rec));
+                }
+            }
+            let (k, rec) = best?;
+            if let Some((_, taken)) = self.parts.get_mut(k) {
+                *taken += 1;
+            }
+            if self.last.is_some_and(|l| record_rel(l) == record_rel(rec)) {
+                continue;
+            }
+            self.last = Some(rec);
+            return Some(Some(rec));
+        }
+    }
 }
