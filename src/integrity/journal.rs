@@ -139,6 +139,24 @@ pub fn process_key(pid: u32) -> Option<String> {
     Some(format!("{pid}-{start}"))
 }
 
+/// Wait while the process of `key` (see [`process_key`]) is alive, `limit`
+/// at most; whether it is gone.
+pub fn wait_until_gone(key: &str, limit: std::time::Duration) -> bool {
+    let Some(pid) = key.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+        return true;
+    };
+    let start = std::time::Instant::now();
+    loop {
+        if process_key(pid).as_deref() != Some(key) {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 #[cfg(test)]
 thread_local! {
     /// A test's stand-in for this process's key (see [`own_key`]): one test

@@ -150,28 +150,16 @@ pub fn broken(pipe: BorrowedFd<'_>) -> bool {
             .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
 }
 
-/// Wait until the process of `key` has finished exiting (a minute at
-/// most). A killed sbx's pipe breaks when its descriptors close, a moment
-/// before it is a zombie; checks made in between took its run for a live
-/// one and left the planted files to the next run.
-fn wait_for_exit(key: &str) {
-    let Some(pid) = key.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-        return;
-    };
-    let start = Instant::now();
-    while journal::process_key(pid).as_deref() == Some(key)
-        && start.elapsed() < Duration::from_secs(60)
-    {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 /// Make the checks of a run whose sbx (of key `sbx`, when known) is gone,
 /// once its sandbox has ended (here, or in reduced mode's keeper), and
 /// leave what they found for the next run to say.
 pub fn check_for_a_dead_run(cache: &Path, sbx: Option<&str>) -> Result<()> {
+    // A killed sbx's pipe breaks when its descriptors close, a moment
+    // before it is a zombie; checks made in between took its run for a
+    // live one and left the planted files to the next run. A minute at
+    // most: then they are left to it.
     if let Some(key) = sbx {
-        wait_for_exit(key);
+        journal::wait_until_gone(key, Duration::from_secs(60));
     }
     let _checking = journal::begin_checking(cache)?;
     let said = std::cell::RefCell::new(Vec::<String>::new());
@@ -287,14 +275,18 @@ mod tests {
             nix::sys::signal::Signal::SIGKILL,
         )
         .unwrap();
-        wait_for_exit(&key);
+        assert!(journal::wait_until_gone(&key, Duration::from_secs(60)));
         // Not reaped yet: a zombie, which no longer counts as alive.
         assert_eq!(journal::process_key(child.id()), None);
         assert!(child.wait().unwrap().code().is_none());
         // A key whose process is gone (or another one now): at once.
-        let start = Instant::now();
-        wait_for_exit(&format!("{}-0", child.id()));
-        assert!(start.elapsed() < Duration::from_secs(30));
+        assert!(journal::wait_until_gone(
+            &format!("{}-0", child.id()),
+            Duration::ZERO
+        ));
+        // One alive: not gone within the limit.
+        let me = journal::process_key(std::process::id()).unwrap();
+        assert!(!journal::wait_until_gone(&me, Duration::from_millis(20)));
     }
 
     /// The key a guardian reads first is its parent's, while the pipe from
