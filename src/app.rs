@@ -81,8 +81,9 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
             detach,
             cache,
             max_watches,
+            after,
             root,
-        }) => watch(&root, &cache, detach, max_watches),
+        }) => watch(&root, &cache, detach, max_watches, after.as_deref()),
         Some(Cmd::SocketProbe {
             tmpdir,
             into,
@@ -97,12 +98,24 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
 }
 
 #[cfg(target_os = "linux")]
-fn watch(root: &Path, cache: &Path, detach: bool, max: Option<usize>) -> Result<ExitCode> {
-    crate::envscan::watch::daemon::run(root, cache, detach, max)
+fn watch(
+    root: &Path,
+    cache: &Path,
+    detach: bool,
+    max: Option<usize>,
+    after: Option<&str>,
+) -> Result<ExitCode> {
+    crate::envscan::watch::daemon::run(root, cache, detach, max, after)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn watch(_root: &Path, _cache: &Path, _detach: bool, _max: Option<usize>) -> Result<ExitCode> {
+fn watch(
+    _root: &Path,
+    _cache: &Path,
+    _detach: bool,
+    _max: Option<usize>,
+    _after: Option<&str>,
+) -> Result<ExitCode> {
     anyhow::bail!("the .env watcher needs Linux (inotify)")
 }
 

@@ -98,6 +98,10 @@ pub enum Cmd {
         /// kernel's limit).
         #[arg(long, value_name = "N")]
         max_watches: Option<usize>,
+        /// Walk only once this process (`PID-START`, the sbx run that
+        /// started the watcher) has ended, or a second has passed.
+        #[arg(long, value_name = "KEY")]
+        after: Option<String>,
         /// The tree watched (a real path).
         root: PathBuf,
     },

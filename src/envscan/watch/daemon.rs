@@ -45,12 +45,17 @@ pub fn running(place: &Place) -> bool {
     Flock::lock(file, FlockArg::LockSharedNonblock).is_err()
 }
 
-/// `sbx __watch [--detach] --cache DIR ROOT`.
+/// How long a new watcher waits for the run that started it to end
+/// before it walks (see [`run`]).
+const AFTER_AT_MOST: Duration = Duration::from_secs(1);
+
+/// `sbx __watch [--detach] --cache DIR [--after KEY] ROOT`.
 pub fn run(
     root: &Path,
     cache: &Path,
     detach: bool,
     max_watches: Option<usize>,
+    after: Option<&str>,
 ) -> Result<ExitCode> {
     // What sbx inherited without close-on-exec (a pipe an agent waits on
     // for EOF) is not the watcher's to hold, nor is the directory it was
@@ -60,7 +65,11 @@ pub fn run(
     }
     let _ = std::env::set_current_dir("/");
     if detach {
-        return start_detached(root, cache, max_watches);
+        // This first process's parent is the run that starts the watcher.
+        let run = u32::try_from(nix::unistd::getppid().as_raw())
+            .ok()
+            .and_then(crate::integrity::journal::process_key);
+        return start_detached(root, cache, max_watches, run.as_deref());
     }
     // A session of its own: no terminal, no signal meant for the agent's
     // process group.
@@ -69,6 +78,14 @@ pub fn run(
         // Another watcher has it.
         return Ok(ExitCode::SUCCESS);
     };
+    // The run that started it is sbx's first in this tree: its walk was
+    // long, and this one (as long, and the watches on top) would take the
+    // cores its sandbox starts on. It waits for that run to end (a command
+    // that runs longer than a second does not notice the walk); until it
+    // answers, runs walk as before.
+    if let Some(key) = after {
+        crate::integrity::journal::wait_until_gone(key, AFTER_AT_MOST);
+    }
     raise_open_files();
     // Opened before the walk: a mount made during it shows as a change.
     let Ok(mut mounts) = File::open("/proc/self/mountinfo") else {
@@ -107,12 +124,20 @@ pub fn run(
 
 /// The watcher itself, no child of the caller: sbx waits for this first
 /// process, which ends at once.
-fn start_detached(root: &Path, cache: &Path, max_watches: Option<usize>) -> Result<ExitCode> {
+fn start_detached(
+    root: &Path,
+    cache: &Path,
+    max_watches: Option<usize>,
+    after: Option<&str>,
+) -> Result<ExitCode> {
     let sbx = std::env::current_exe().context("finding sbx")?;
     let mut cmd = std::process::Command::new(sbx);
     cmd.arg("__watch").arg("--cache").arg(cache);
     if let Some(n) = max_watches {
         cmd.arg("--max-watches").arg(n.to_string());
+    }
+    if let Some(key) = after {
+        cmd.arg("--after").arg(key);
     }
     cmd.arg(root)
         .stdin(std::process::Stdio::null())

@@ -1,9 +1,11 @@
 //! A watcher per project, so that a run in a big tree does not walk it.
 //!
 //! After a walk of at least [`START_AT`] directories, sbx starts `sbx
-//! __watch` for that tree, outside any sandbox, in a session of its own. It
-//! watches every directory the walk enters with inotify ([`tree`]) and
-//! answers on a Unix socket in sbx's cache directory. The next runs ask it
+//! __watch` for that tree, outside any sandbox, in a session of its own.
+//! Once that run has ended (a second at most: its walk would take the cores
+//! the sandbox starts on), it watches every directory the walk enters with
+//! inotify ([`tree`]) and answers on a Unix socket in sbx's cache
+//! directory. The next runs ask it
 //! instead of walking: it applies every event the kernel queued before the
 //! question, then answers with the names the walk would have found; sbx
 //! resolves them as after a walk.
@@ -155,8 +157,11 @@ pub fn start(root: &Path, cache: &Path, dirs: usize) {
         .stderr(std::process::Stdio::null())
         .env_clear();
     // The first process starts the watcher and ends at once: the watcher is
-    // no child of sbx (reduced mode ends every child sbx leaves).
-    let _ = cmd.status();
+    // no child of sbx (reduced mode ends every child sbx leaves). It is not
+    // waited for (a zombie until sbx ends): the run goes on meanwhile. Two
+    // runs that start one each leave one watcher: the second finds the
+    // first's lock.
+    drop(cmd.spawn());
 }
 
 /// What `sbx check` says of the `.env` walk of `root`: whether a watcher

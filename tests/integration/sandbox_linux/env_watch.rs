@@ -49,7 +49,9 @@ fn watcher(world: &World) -> Option<u32> {
         .find(|p| p.extension() == Some("sock".as_ref()))?;
     let pid = std::fs::read_to_string(socket.with_extension("lock")).ok()?;
     let pid: u32 = pid.trim().parse().ok()?;
-    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+    // A killed watcher's files stay until the next one replaces them, and
+    // it stays a zombie until its parent (init) reaps it.
+    (Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)).then_some(pid)
 }
 
 /// Wait (a minute at most) for the watcher started by a first run.
