@@ -275,7 +275,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____watch)
-            opts="-h --detach --cache --max-watches --help"
+            opts="-h --detach --cache --max-watches --after --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -286,6 +286,10 @@ _sbx() {
                     return 0
                     ;;
                 --max-watches)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --after)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -156,6 +156,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand __keep" -s h -l help -d 'Print h
 complete -c sbx -n "__fish_sbx_using_subcommand __filter" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __watch" -l cache -d 'sbx\'s cache directory (the socket is in its `watch`)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __watch" -l max-watches -d 'The most directories watched (a test\'s stand-in for the kernel\'s limit)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand __watch" -l after -d 'Walk only once this process (`PID-START`, the sbx run that started the watcher) has ended, or a second has passed' -r
 complete -c sbx -n "__fish_sbx_using_subcommand __watch" -l detach -d 'Start the watcher and return at once'
 complete -c sbx -n "__fish_sbx_using_subcommand __watch" -s h -l help -d 'Print help'
 complete -c sbx -n "__fish_sbx_using_subcommand __connect" -s h -l help -d 'Print help'
