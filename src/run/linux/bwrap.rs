@@ -45,8 +45,9 @@ pub struct Start<'a> {
 /// and nothing ran, which is reported as [`Outcome::NotStarted`] with a cause.
 /// `on_started` runs as soon as the sandbox is up (the banner).
 ///
-/// The run's `guardian` learns the ready pipe before bubblewrap starts:
-/// every process of the sandbox that is not the command holds it.
+/// The run's `guardian` learns the ready pipe before bubblewrap starts
+/// (every process of the sandbox that is not the command holds it), and is
+/// launched once bubblewrap is spawned.
 pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
     let mut cmd = crate::exec::prepare(plan)?;
     let ready_fd = plan.ready_fd.context("the plan has no ready descriptor")?;
@@ -66,6 +67,9 @@ pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
     // Our copy of the write end must go, or the pipe never reports EOF.
     let _ = nix::unistd::close(ready_fd);
     let child = child?;
+    if let Some(guardian) = start.guardian {
+        guardian.launch();
+    }
     let pid = Pid::from_raw(child.id() as i32);
     // After the spawn, so bubblewrap starts with sbx's own signal mask.
     let (signals, mask) = route_signals(false)?;

@@ -40,18 +40,47 @@ const DONE: &str = "done";
 /// What sbx writes before each sandbox it starts, with its ready pipe.
 const PIPE: &str = "pipe";
 
-/// The guardian of one run, seen from sbx: the write end of its pipe.
+/// The guardian of one run, seen from sbx: the write end of its pipe, and
+/// until the guardian is launched, the read end it will get.
 pub struct Guardian {
     tell: OwnedFd,
+    cache: std::path::PathBuf,
+    /// The pipe's read end, until [`Guardian::launch`] hands it over.
+    read: std::cell::RefCell<Option<OwnedFd>>,
 }
 
 impl Guardian {
-    /// Tell it the ready pipe of a sandbox about to start (before it does).
+    /// Tell it the ready pipe of a sandbox about to start (before it does:
+    /// the line waits in the pipe if the guardian is not launched yet).
     pub fn watch(&self, ready: &OwnedFd) -> Result<()> {
         let inode = nix::sys::stat::fstat(ready.as_raw_fd())
             .context("reading the ready pipe")?
             .st_ino;
         self.say(&format!("{PIPE} {inode}"))
+    }
+
+    /// Start the guardian process, once (later calls do nothing). Called
+    /// once bubblewrap is spawned, so that the guardian's own start runs
+    /// beside the sandbox's instead of before it: the lines said before are
+    /// in the pipe, so a guardian that starts at all knows every sandbox.
+    /// If sbx dies before this, there is no guardian: the note is written,
+    /// and the next run makes the checks (as when one cannot start).
+    pub fn launch(&self) {
+        let Some(read) = self.read.borrow_mut().take() else {
+            return;
+        };
+        let Ok(sbx) = std::env::current_exe() else {
+            return;
+        };
+        let _ = std::process::Command::new(sbx)
+            .arg("__guard")
+            .arg("--cache")
+            .arg(&self.cache)
+            .stdin(Stdio::from(read))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn();
     }
 
     /// One line: short, so one write that is never split.
@@ -69,23 +98,16 @@ impl Drop for Guardian {
     }
 }
 
-/// Start the guardian of a run whose note is in `cache`.
-pub fn start(cache: &Path) -> Result<Guardian> {
+/// The guardian of a run whose note is in `cache`: its pipe, ready for
+/// [`Guardian::watch`]; the process is started by [`Guardian::launch`].
+pub fn prepare(cache: &Path) -> Result<Guardian> {
     let (read, write) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating a pipe")?;
-    let sbx = std::env::current_exe().context("finding sbx")?;
-    let child = std::process::Command::new(sbx)
-        .arg("__guard")
-        .arg("--cache")
-        .arg(cache)
-        .stdin(Stdio::from(read))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .context("starting the guardian")?;
-    drop(child);
-    Ok(Guardian { tell: write })
+    Ok(Guardian {
+        tell: write,
+        cache: cache.to_path_buf(),
+        read: std::cell::RefCell::new(Some(read)),
+    })
 }
 
 /// `sbx __guard`: wait for the end of the run, and make its checks if sbx

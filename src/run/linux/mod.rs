@@ -57,10 +57,11 @@ pub fn run_plan(
             banner::print_active(style, &banner::summary(policy, "bwrap"));
         }
     };
-    // Started once the note is written, and told "done" when dropped
-    // (after the checks); a run without a note has nothing to guard. One
-    // that cannot start leaves a killed run's checks to the next run.
-    let guardian = cache.and_then(|c| guardian::start(c).ok());
+    // Prepared once the note is written, launched once bubblewrap is
+    // spawned, and told "done" when dropped (after the checks); a run
+    // without a note has nothing to guard. One that cannot start leaves a
+    // killed run's checks to the next run.
+    let guardian = cache.and_then(|c| guardian::prepare(c).ok());
     let group = memory_group(policy, style);
     let start = bwrap::Start {
         on_started: &on_started,
