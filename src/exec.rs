@@ -233,6 +233,9 @@ pub fn run_captured(plan: &Plan, limit: std::time::Duration) -> Result<(String, 
 
 /// Run a command as it is, without any sandbox.
 pub fn exec_unsandboxed(command: &[OsString]) -> Result<Infallible> {
+    // The command would inherit it as a child.
+    #[cfg(target_os = "linux")]
+    crate::envscan::watch::settle();
     let Some((program, args)) = command.split_first() else {
         anyhow::bail!("no command given");
     };

@@ -176,7 +176,7 @@ pub(super) fn own_key() -> Option<String> {
 
 /// This process's key, read once: its PID and start time do not change
 /// while it runs (each run asked `/proc/self/stat` three times).
-pub(super) fn this_process_key() -> Option<String> {
+pub(crate) fn this_process_key() -> Option<String> {
     static KEY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     KEY.get_or_init(|| process_key(std::process::id())).clone()
 }

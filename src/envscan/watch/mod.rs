@@ -151,17 +151,42 @@ pub fn start(root: &Path, cache: &Path, dirs: usize) {
     if let Some(limit) = std::env::var_os("SBX_ENV_WATCH_LIMIT") {
         cmd.arg("--max-watches").arg(limit);
     }
+    // The watcher walks once this run has ended.
+    if let Some(key) = crate::integrity::journal::this_process_key() {
+        cmd.arg("--after").arg(key);
+    }
     cmd.arg(root)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .env_clear();
     // The first process starts the watcher and ends at once: the watcher is
-    // no child of sbx (reduced mode ends every child sbx leaves). It is not
-    // waited for (a zombie until sbx ends): the run goes on meanwhile. Two
-    // runs that start one each leave one watcher: the second finds the
-    // first's lock.
-    drop(cmd.spawn());
+    // no child of sbx (reduced mode ends every child sbx leaves). The run
+    // goes on meanwhile; it is waited for only where it matters (see
+    // [`settle`]). Two runs that start one each leave one watcher: the
+    // second finds the first's lock.
+    if let Ok(child) = cmd.spawn() {
+        *STARTING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(child);
+    }
+}
+
+/// The first process of the watcher this run started, until waited for.
+static STARTING: std::sync::Mutex<Option<std::process::Child>> = std::sync::Mutex::new(None);
+
+/// Wait for the first process of the watcher this run started, if any
+/// (it ends at once): before sbx becomes a child subreaper (the watcher
+/// would be handed to sbx, and end with the run's leftovers) and before sbx
+/// execs a command (which would inherit it as a child).
+pub fn settle() {
+    let child = STARTING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(mut child) = child {
+        let _ = child.wait();
+    }
 }
 
 /// What `sbx check` says of the `.env` walk of `root`: whether a watcher

@@ -2,13 +2,15 @@
 //! sbx's after-run checks the moment its sandbox is gone, instead of
 //! leaving what the command planted in place until the next sbx run.
 //!
-//! sbx starts it (`sbx __guard`) once its note is written, in a process
-//! group of its own (an agent's timeout kills sbx's group; not this one),
-//! with the read end of a pipe as its standard input, on which sbx writes
-//! lines: `pipe INODE` for each sandbox it starts (the inode of that
-//! sandbox's ready pipe, which bubblewrap, its child and the inner stage
-//! hold, and the command never does), and `done` once its own checks are
-//! made. The pipe ends when sbx is gone:
+//! sbx starts it (`sbx __guard`) once its note is written and bubblewrap
+//! is spawned, in a process group of its own (an agent's timeout kills
+//! sbx's group; not this one), with the read end of a pipe as its standard
+//! input, on which sbx writes lines: `run KEY` first (sbx's own process
+//! key), `pipe INODE` for each sandbox it starts, before it starts it (the
+//! inode of that sandbox's ready pipe, which bubblewrap, its child and the
+//! inner stage hold, and the command never does), and `done` once its own
+//! checks are made. Lines written before the guardian starts wait in the
+//! pipe. The pipe ends when sbx is gone:
 //!
 //! - `done` came: nothing to do;
 //! - no `done`: sbx died first. The guardian kills every process that holds
@@ -16,7 +18,9 @@
 //!   first process is one: the kernel ends every other process of its PID
 //!   namespace before its exit is seen; and a bubblewrap killed between its
 //!   clone and releasing its child would leave that child waiting for good),
-//!   then makes the checks of every dead run's note
+//!   waits until sbx itself is gone (its pipe breaks a moment before: until
+//!   then its note is a live run's), then makes the checks of every dead
+//!   run's note
 //!   ([`crate::integrity::journal::recover`]) and leaves what they said for
 //!   the next run to show ([`crate::integrity::journal::leave_report`]):
 //!   nothing writes to a terminal or a pipe nobody may read any more.
@@ -25,7 +29,7 @@
 //! the time the kernel takes to end the sandbox plus the checks themselves.
 
 use std::io::BufRead;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
@@ -39,6 +43,8 @@ use crate::integrity::journal;
 const DONE: &str = "done";
 /// What sbx writes before each sandbox it starts, with its ready pipe.
 const PIPE: &str = "pipe";
+/// What sbx writes first, with its own key (`PID-START`).
+const RUN: &str = "run";
 
 /// The guardian of one run, seen from sbx: the write end of its pipe, and
 /// until the guardian is launched, the read end it will get.
@@ -103,11 +109,17 @@ impl Drop for Guardian {
 pub fn prepare(cache: &Path) -> Result<Guardian> {
     let (read, write) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating a pipe")?;
-    Ok(Guardian {
+    let guardian = Guardian {
         tell: write,
         cache: cache.to_path_buf(),
         read: std::cell::RefCell::new(Some(read)),
-    })
+    };
+    // First, which process sbx is: the guardian waits for it to be gone
+    // before its checks (see [`check_for_a_dead_run`]).
+    if let Some(key) = journal::this_process_key() {
+        guardian.say(&format!("{RUN} {key}"))?;
+    }
+    Ok(guardian)
 }
 
 /// `sbx __guard`: wait for the end of the run, and make its checks if sbx
@@ -129,8 +141,6 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
         blocked.add(signal);
     }
     blocked.thread_block().context("blocking signals")?;
-    let parent = parent_key();
-    let sbx = parent.filter(|_| !broken(std::io::stdin().as_fd()));
     // What sbx inherited without close-on-exec (a pipe an agent waits on
     // for EOF) is not the guardian's to hold, nor is the directory it was
     // started in.
@@ -138,28 +148,78 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
         let _ = nix::unistd::close(fd);
     }
     let _ = std::env::set_current_dir("/");
-    let mut pipes: Vec<u64> = Vec::new();
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
-        if line == DONE {
-            return Ok(ExitCode::SUCCESS);
-        }
-        if let Some(inode) = line.strip_prefix(PIPE).and_then(|i| i.trim().parse().ok()) {
-            pipes.push(inode);
-        }
+    let told = listen(std::io::stdin().lock());
+    if told.done {
+        return Ok(ExitCode::SUCCESS);
     }
     // sbx is gone without saying it was done: so goes its sandbox.
-    end_sandboxes(&pipes);
-    check_for_a_dead_run(cache, sbx.as_deref())?;
+    end_sandboxes(&told.pipes);
+    check_for_a_dead_run(cache, told.sbx.as_deref())?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The key of this process's parent: sbx, for a guardian or keeper that
-/// reads it first thing and then finds the pipe from sbx still unbroken
-/// (see [`broken`]): an exiting process closes its descriptors before its
-/// children are handed to another parent.
-pub fn parent_key() -> Option<String> {
-    journal::process_key(u32::try_from(nix::unistd::getppid().as_raw()).ok()?)
+/// What sbx said on the guardian's pipe until it ended.
+#[derive(Debug, Default, PartialEq)]
+struct Told {
+    /// sbx's key.
+    sbx: Option<String>,
+    /// The ready pipes of the sandboxes it started.
+    pipes: Vec<u64>,
+    /// It said it was done (its checks are made).
+    done: bool,
+}
+
+/// Read the pipe from sbx until it says it is done or is gone.
+fn listen(input: impl BufRead) -> Told {
+    let mut told = Told::default();
+    for line in input.lines() {
+        let Ok(line) = line else { break };
+        if line == DONE {
+            told.done = true;
+            break;
+        }
+        let (word, value) = line.split_once(' ').unwrap_or((&line, ""));
+        match word {
+            PIPE => told.pipes.extend(value.trim().parse::<u64>().ok()),
+            RUN => told.sbx = Some(value.trim().to_string()),
+            _ => {}
+        }
+    }
+    told
+}
+
+/// The line that names sbx's key, as sbx writes it first on the pipe to
+/// its guardian or keeper.
+pub fn run_line() -> Option<String> {
+    journal::this_process_key().map(|key| format!("{RUN} {key}\n"))
+}
+
+/// sbx's key from the first line on `pipe`, as [`run_line`] wrote it
+/// before the reader was started (so never waited for: `None` when
+/// nothing is there).
+pub fn read_run_line(pipe: BorrowedFd<'_>) -> Option<String> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(pipe, PollFlags::POLLIN)];
+    let readable = matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLIN));
+    if !readable {
+        return None;
+    }
+    // Byte by byte, so nothing past the line is taken.
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while line.len() < 128 {
+        match nix::unistd::read(pipe.as_raw_fd(), &mut byte) {
+            Ok(1) if byte[0] == b'\n' => break,
+            Ok(1) => line.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let line = String::from_utf8(line).ok()?;
+    let key = line.strip_prefix(RUN)?.strip_prefix(' ')?;
+    Some(key.to_string())
 }
 
 /// Whether a pipe from sbx reports that its writer is gone.
@@ -263,6 +323,7 @@ fn holding(pipes: &[u64]) -> Vec<(u32, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
     #[test]
     fn the_holders_of_a_pipe_are_found_and_ended() {
@@ -311,14 +372,70 @@ mod tests {
         assert!(!journal::wait_until_gone(&me, Duration::from_millis(20)));
     }
 
-    /// The key a guardian reads first is its parent's, while the pipe from
-    /// it holds.
+    /// What sbx says is read whole: its key first, each ready pipe, and
+    /// whether it was done; a pipe that ends without `done` is a dead run.
     #[test]
-    fn a_guardian_knows_its_run_while_the_pipe_holds() {
+    fn the_guardian_reads_the_run_its_pipes_and_the_end() {
+        let said = "run 123-456\npipe 77\npipe 78\n";
         assert_eq!(
-            parent_key(),
-            journal::process_key(std::os::unix::process::parent_id())
+            listen(said.as_bytes()),
+            Told {
+                sbx: Some("123-456".into()),
+                pipes: vec![77, 78],
+                done: false,
+            }
         );
+        assert!(listen(format!("{said}done\n").as_bytes()).done);
+        // The first line sbx writes on a prepared guardian's pipe is its key.
+        let cache = tempfile::tempdir().unwrap();
+        let guardian = prepare(cache.path()).unwrap();
+        let read = guardian.read.borrow_mut().take().unwrap();
+        drop(guardian);
+        let told = listen(std::io::BufReader::new(std::fs::File::from(read)));
+        assert_eq!(told.sbx, journal::this_process_key());
+        assert!(told.done);
+    }
+
+    /// A dead run's checks wait while its sbx is still exiting: they do
+    /// not end before it is gone.
+    #[test]
+    fn the_checks_of_a_dead_run_wait_for_its_sbx() {
+        let cache = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let key = journal::process_key(child.id()).unwrap();
+        let checks = {
+            let (cache, key) = (cache.path().to_path_buf(), key.clone());
+            std::thread::spawn(move || check_for_a_dead_run(&cache, Some(&key)))
+        };
+        // Still waiting after a while (it waits up to a minute).
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(300) {
+            assert!(!checks.is_finished(), "the checks did not wait");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        let _ = checks.join().unwrap();
+        assert_eq!(journal::process_key(child.id()), None);
+        let _ = child.wait();
+    }
+
+    /// The keeper reads the line without waiting, and only that line.
+    #[test]
+    fn the_run_line_is_read_alone_and_never_waited_for() {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        assert_eq!(read_run_line(read.as_fd()), None);
+        let line = run_line().unwrap();
+        nix::unistd::write(&write, format!("{line}more").as_bytes()).unwrap();
+        assert_eq!(read_run_line(read.as_fd()), journal::this_process_key());
+        let mut rest = [0u8; 8];
+        assert_eq!(nix::unistd::read(read.as_raw_fd(), &mut rest).unwrap(), 4);
+    }
+
+    #[test]
+    fn a_pipe_whose_writer_is_gone_is_broken() {
         let (read, write) = nix::unistd::pipe().unwrap();
         assert!(!broken(read.as_fd()));
         drop(write);

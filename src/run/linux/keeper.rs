@@ -50,8 +50,11 @@ pub fn keep(
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     )
     .context("the pipe from sbx")?;
-    // sbx's key, for the checks if it dies (see `guardian::parent_key`).
-    let sbx_then = super::guardian::parent_key();
+    // sbx's key, which sbx wrote first (read before the stage starts): the
+    // checks after a killed sbx wait for it to be gone.
+    let sbx_key = std::fs::File::open(format!("/proc/self/fd/{parent_fd}"))
+        .ok()
+        .and_then(|pipe| super::guardian::read_run_line(pipe.as_fd()));
     let group = nix::unistd::getpgrp();
     nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))
         .context("moving the keeper to a process group of its own")?;
@@ -69,7 +72,6 @@ pub fn keep(
     let parent = std::fs::File::open(format!("/proc/self/fd/{parent_fd}"))
         .context("reopening the pipe from sbx")?;
     nix::unistd::close(parent_fd).context("closing the pipe from sbx")?;
-    let sbx_key = sbx_then.filter(|_| !broken(parent.as_fd()));
     let (signals, _mask) = super::signals::route_signals(true)?;
     let code = super::signals::wait_forwarding(pid, &signals, true, Some(parent.as_fd()))?;
     let sbx_gone = broken(parent.as_fd());

@@ -61,7 +61,8 @@ pub fn run(
         }
     };
     // A subreaper too: if the keeper itself is killed, its orphans come
-    // here.
+    // here (a watcher this run started is on its own by then).
+    crate::envscan::watch::settle();
     nix::sys::prctl::set_child_subreaper(true).context("becoming a child subreaper")?;
     let kept = kept(&plan, &sbx, cache, &policy.limits.inner_args());
     let parent = parent_pipe()?;
@@ -191,6 +192,11 @@ fn parent_pipe() -> Result<std::os::fd::OwnedFd> {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating the keeper's pipe")?;
     // dup2 leaves the copy without close-on-exec: the keeper inherits it.
     nix::unistd::dup2(read.as_raw_fd(), PARENT_FD).context("placing the keeper's pipe")?;
+    // Which process sbx is, first: the keeper's checks after a killed sbx
+    // wait for it to be gone.
+    if let Some(line) = super::guardian::run_line() {
+        nix::unistd::write(&write, line.as_bytes()).context("writing to the keeper's pipe")?;
+    }
     Ok(write)
 }
 
