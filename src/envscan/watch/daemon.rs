@@ -65,11 +65,7 @@ pub fn run(
     }
     let _ = std::env::set_current_dir("/");
     if detach {
-        // This first process's parent is the run that starts the watcher.
-        let run = u32::try_from(nix::unistd::getppid().as_raw())
-            .ok()
-            .and_then(crate::integrity::journal::process_key);
-        return start_detached(root, cache, max_watches, run.as_deref());
+        return start_detached(root, cache, max_watches, after);
     }
     // A session of its own: no terminal, no signal meant for the agent's
     // process group.
@@ -356,7 +352,15 @@ fn note_end(place: &Place, broken: &Broken) {
     // Seen when run by hand; sbx starts it with stderr on /dev/null.
     eprintln!("sbx: the watcher ends: {broken}");
     if broken.lasting() {
-        let _ = std::fs::write(&place.off, format!("{broken}\n"));
+        // Whole or not at all: `sbx check` (and a test) may read it now.
+        let tmp = place
+            .off
+            .with_extension(format!("off.{}", std::process::id()));
+        let written = std::fs::write(&tmp, format!("{broken}\n"))
+            .and_then(|()| std::fs::rename(&tmp, &place.off));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
     }
 }
 
