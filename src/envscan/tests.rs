@@ -795,9 +795,9 @@ fn records_sort_in_walk_order() {
     assert_eq!(cmp_rel(&a, &a.clone()), std::cmp::Ordering::Equal);
 }
 
-/// A time the cache cannot hold (64-bit nanoseconds end in 2262): that
-/// directory is not cached, so every walk reads it again, and a `.env` made
-/// there is found (a time in the future is never settled either).
+/// A directory dated in the future (here past 2262, beyond the cache's
+/// 64-bit nanoseconds) is never settled: every walk reads it again, and a
+/// `.env` made there is found.
 #[test]
 fn a_directory_dated_past_2262_is_read_every_time() {
     let (_t, p, cache) = setup();
@@ -817,4 +817,36 @@ fn a_directory_dated_past_2262_is_read_every_time() {
     set(&p.join("far"));
     let (found, _) = scan(&p, Some(&cache), later());
     assert_eq!(found, vec![real(&p.join("far/.env"))]);
+}
+
+/// A time the cache cannot hold is not written, never clamped or wrapped:
+/// that directory gets no record (it is read every time), and nothing is
+/// left half written.
+#[test]
+fn a_time_past_64_bits_gets_no_record() {
+    let stamp = |mtime: i128, ctime: i128| Stamp {
+        dev: 1,
+        ino: 2,
+        mtime,
+        ctime,
+    };
+    let past = i128::from(i64::MAX) + 1;
+    let mut out = b"kept".to_vec();
+    let none = std::iter::empty::<&[u8]>();
+    for bad in [
+        stamp(past, 0),
+        stamp(0, past),
+        stamp(i128::from(i64::MIN) - 1, 0),
+    ] {
+        assert_eq!(
+            put_record(&mut out, b"a", &bad, none.clone(), none.clone()),
+            None
+        );
+        assert_eq!(out, b"kept");
+    }
+    let edge = stamp(i128::from(i64::MAX), i128::from(i64::MIN));
+    assert!(put_record(&mut out, b"a", &edge, none.clone(), none).is_some());
+    let (rel, body) = (b"a".as_slice(), &out[4 + 4 + 1..]);
+    assert_eq!(record_rel(&out[4..]), rel);
+    assert_eq!(Body::parse(body).unwrap().stamp, edge);
 }

@@ -730,6 +730,8 @@ pub(super) struct Merged<'a> {
     /// Each worker's part, and how many of its records were taken.
     parts: Vec<(&'a Out, usize)>,
     last: Option<&'a [u8]>,
+    /// A record could not be found: said once, then the end.
+    failed: bool,
 }
 
 impl<'a> Merged<'a> {
@@ -738,6 +740,7 @@ impl<'a> Merged<'a> {
             old,
             parts: outs.iter().map(|o| (o, 0)).collect(),
             last: None,
+            failed: false,
         }
     }
 }
@@ -746,6 +749,9 @@ impl<'a> Iterator for Merged<'a> {
     type Item = Option<&'a [u8]>;
 
     fn next(&mut self) -> Option<Option<&'a [u8]>> {
+        if self.failed {
+            return None;
+        }
         loop {
             // The first of the parts' next records.
             let mut best: Option<(usize, &'a [u8])> = None;
@@ -754,6 +760,7 @@ impl<'a> Iterator for Merged<'a> {
                     continue;
                 };
                 let Some(rec) = record(self.old, &out.arena, src) else {
+                    self.failed = true;
                     return Some(None);
                 };
                 let first = best.is_none_or(|(_, b)| {
