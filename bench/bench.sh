@@ -30,9 +30,20 @@ cargo build --release --quiet
 # and the checkout holds the binary (sbx warns when it lies in a writable root).
 work=${SBX_BENCH_DIR:-/var/tmp/sbx-bench}
 mkdir -p "$work/bin" "$work/out"
-cp target/release/sbx "$work/bin/sbx"
+# Copied and renamed into place: a watcher left by an earlier run (the
+# 100,000-file project starts one) may still execute the old copy.
+cp target/release/sbx "$work/bin/sbx.new" && mv -f "$work/bin/sbx.new" "$work/bin/sbx"
 sbx="$work/bin/sbx"
 export XDG_CACHE_HOME="$work/cache"
+# The watchers this benchmark's runs start (the big projects) end with it.
+stop_watchers() {
+  for pid in $(pgrep -f -- __watch); do
+    case $(readlink "/proc/$pid/exe" 2>/dev/null) in
+      "$sbx" | "$sbx (deleted)") kill "$pid" 2>/dev/null || true ;;
+    esac
+  done
+}
+trap stop_watchers EXIT
 
 # Projects of growing size, each with a few .env files deep inside.
 make_tree() { # DIR FILES
