@@ -494,28 +494,33 @@ fn visit<'s>(
     let complete = read(&fd, scratch);
     // An incompletely read directory is left out of the cache, so it is
     // read again.
+    let src = complete
+        .then(|| record_read(out, &rel, &Stamp::from_stat(&st), scratch))
+        .flatten();
+    let dir = Listed { sh, rel, at, below };
+    dir.names(out, stack, Some(fd), scratch.subdirs(), scratch.envs(), src);
+}
+
+/// Record a directory just read in the worker's arena, as the cache keeps
+/// it; `None` (nothing recorded: it is read again next time) for a name
+/// too long for the layout, a time past 64 bits, or an arena past the
+/// 32-bit offsets the cache file itself is bounded by.
+fn record_read(out: &mut Out, rel: &[u8], stamp: &Stamp, scratch: &Scratch) -> Option<Src> {
     let start = out.arena.len();
-    let stamp = Stamp::from_stat(&st);
-    let cached = complete
-        && put_record(
-            &mut out.arena,
-            &rel,
-            &stamp,
-            scratch.subdirs(),
-            scratch.envs(),
-        )
-        .is_some();
-    // Found by 32-bit offsets, as in the cache file itself (whose size is
-    // bounded by the same): past that, left out, so read again next time.
-    let src = match (u32::try_from(start), u32::try_from(out.arena.len())) {
-        (Ok(start), Ok(end)) if cached => Some(Src::New(start, end)),
+    put_record(
+        &mut out.arena,
+        rel,
+        stamp,
+        scratch.subdirs(),
+        scratch.envs(),
+    )?;
+    match (u32::try_from(start), u32::try_from(out.arena.len())) {
+        (Ok(start), Ok(end)) => Some(Src::New(start, end)),
         _ => {
             out.arena.truncate(start);
             None
         }
-    };
-    let dir = Listed { sh, rel, at, below };
-    dir.names(out, stack, Some(fd), scratch.subdirs(), scratch.envs(), src);
+    }
 }
 
 /// A directory found, to be walked on from its names.
