@@ -77,13 +77,7 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
         Some(Cmd::Filter { command }) => run::filter(&command),
         Some(Cmd::Guard { cache }) => run::guard(&cache),
         Some(Cmd::Connect { host, port }) => crate::proxy::connect_stdio(&host, port),
-        Some(Cmd::Watch {
-            detach,
-            cache,
-            max_watches,
-            after,
-            root,
-        }) => watch(&root, &cache, detach, max_watches, after.as_deref()),
+        Some(Cmd::Watch(args)) => watch(&args),
         Some(Cmd::SocketProbe {
             tmpdir,
             into,
@@ -98,24 +92,12 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
 }
 
 #[cfg(target_os = "linux")]
-fn watch(
-    root: &Path,
-    cache: &Path,
-    detach: bool,
-    max: Option<usize>,
-    after: Option<&str>,
-) -> Result<ExitCode> {
-    crate::envscan::watch::daemon::run(root, cache, detach, max, after)
+fn watch(args: &cli::WatchArgs) -> Result<ExitCode> {
+    crate::envscan::watch::daemon::run(args)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn watch(
-    _root: &Path,
-    _cache: &Path,
-    _detach: bool,
-    _max: Option<usize>,
-    _after: Option<&str>,
-) -> Result<ExitCode> {
+fn watch(_args: &cli::WatchArgs) -> Result<ExitCode> {
     anyhow::bail!("the .env watcher needs Linux (inotify)")
 }
 

@@ -87,24 +87,7 @@ pub enum Cmd {
     /// Internal: the watcher of one project's `.env` files (see
     /// `envscan::watch`).
     #[command(name = "__watch", hide = true)]
-    Watch {
-        /// Start the watcher and return at once.
-        #[arg(long)]
-        detach: bool,
-        /// sbx's cache directory (the socket is in its `watch`).
-        #[arg(long, value_name = "DIR")]
-        cache: PathBuf,
-        /// The most directories watched (a test's stand-in for the
-        /// kernel's limit).
-        #[arg(long, value_name = "N")]
-        max_watches: Option<usize>,
-        /// Walk only once this process (`PID-START`, the sbx run that
-        /// started the watcher) has ended, or a second has passed.
-        #[arg(long, value_name = "KEY")]
-        after: Option<String>,
-        /// The tree watched (a real path).
-        root: PathBuf,
-    },
+    Watch(WatchArgs),
     /// Internal: an ssh ProxyCommand that tunnels through the allowlist proxy.
     #[command(name = "__connect", hide = true)]
     Connect { host: String, port: u16 },
@@ -126,6 +109,27 @@ pub enum Cmd {
 }
 
 /// Flags that override the configuration files.
+/// `sbx __watch`'s arguments (see `envscan::watch::daemon`).
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Start the watcher and return at once.
+    #[arg(long)]
+    pub detach: bool,
+    /// sbx's cache directory (the socket is in its `watch`).
+    #[arg(long, value_name = "DIR")]
+    pub cache: PathBuf,
+    /// The most directories watched (a test's stand-in for the
+    /// kernel's limit).
+    #[arg(long, value_name = "N")]
+    pub max_watches: Option<usize>,
+    /// Walk only once this process (`PID-START`, the sbx run that
+    /// started the watcher) has ended, or a second has passed.
+    #[arg(long, value_name = "KEY")]
+    pub after: Option<String>,
+    /// The tree watched (a real path).
+    pub root: PathBuf,
+}
+
 #[derive(Debug, Clone, Default, Args)]
 pub struct PolicyArgs {
     /// Read this configuration file (trusted like the user file) [env: SBX_CONFIG]

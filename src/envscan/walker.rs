@@ -703,7 +703,7 @@ fn read(fd: &Fd<'_>, scratch: &mut Scratch) -> bool {
 /// dropped), nearly half of a first walk's.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn entries(fd: &Fd<'_>, buf: &mut Vec<u8>, each: &mut dyn FnMut(&[u8], Option<bool>)) -> bool {
-    use rustix::fs::{FileType, RawDir};
+    use rustix::fs::RawDir;
     const BUF: usize = 32 * 1024;
     if buf.capacity() < BUF {
         buf.reserve(BUF);
@@ -713,11 +713,7 @@ fn entries(fd: &Fd<'_>, buf: &mut Vec<u8>, each: &mut dyn FnMut(&[u8], Option<bo
         let Ok(entry) = entry else {
             return false;
         };
-        let is_dir = match entry.file_type() {
-            FileType::Unknown => None,
-            t => Some(t == FileType::Directory),
-        };
-        each(entry.file_name().to_bytes(), is_dir);
+        each(entry.file_name().to_bytes(), typed(entry.file_type()));
     }
     true
 }
@@ -726,7 +722,7 @@ fn entries(fd: &Fd<'_>, buf: &mut Vec<u8>, each: &mut dyn FnMut(&[u8], Option<bo
 /// C library's directory stream.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 fn entries(fd: &Fd<'_>, _buf: &mut Vec<u8>, each: &mut dyn FnMut(&[u8], Option<bool>)) -> bool {
-    use rustix::fs::{Dir, FileType};
+    use rustix::fs::Dir;
     let Ok(mut dir) = Dir::read_from(&fd.fd) else {
         return false;
     };
@@ -734,13 +730,17 @@ fn entries(fd: &Fd<'_>, _buf: &mut Vec<u8>, each: &mut dyn FnMut(&[u8], Option<b
         let Ok(entry) = entry else {
             return false;
         };
-        let is_dir = match entry.file_type() {
-            FileType::Unknown => None,
-            t => Some(t == FileType::Directory),
-        };
-        each(entry.file_name().to_bytes(), is_dir);
+        each(entry.file_name().to_bytes(), typed(entry.file_type()));
     }
     true
+}
+
+/// Whether a directory entry is a directory, when the file system says.
+fn typed(t: rustix::fs::FileType) -> Option<bool> {
+    match t {
+        rustix::fs::FileType::Unknown => None,
+        t => Some(t == rustix::fs::FileType::Directory),
+    }
 }
 
 /// A record of a worker's: the previous cache's, or the worker's own.

@@ -23,6 +23,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use super::client;
 use super::tree::{Broken, Tree};
 use super::{Place, MAGIC, PROTOCOL};
+use crate::cli::WatchArgs;
 
 /// A watcher asked nothing for this long ends.
 pub const IDLE: Duration = Duration::from_secs(3600);
@@ -50,13 +51,8 @@ pub fn running(place: &Place) -> bool {
 const AFTER_AT_MOST: Duration = Duration::from_secs(1);
 
 /// `sbx __watch [--detach] --cache DIR [--after KEY] ROOT`.
-pub fn run(
-    root: &Path,
-    cache: &Path,
-    detach: bool,
-    max_watches: Option<usize>,
-    after: Option<&str>,
-) -> Result<ExitCode> {
+pub fn run(args: &WatchArgs) -> Result<ExitCode> {
+    let (root, cache) = (args.root.as_path(), args.cache.as_path());
     // What sbx inherited without close-on-exec (a pipe an agent waits on
     // for EOF) is not the watcher's to hold, nor is the directory it was
     // started in.
@@ -64,8 +60,8 @@ pub fn run(
         let _ = nix::unistd::close(fd);
     }
     let _ = std::env::set_current_dir("/");
-    if detach {
-        return start_detached(root, cache, max_watches, after);
+    if args.detach {
+        return start_detached(args);
     }
     // A session of its own: no terminal, no signal meant for the agent's
     // process group.
@@ -79,7 +75,7 @@ pub fn run(
     // cores its sandbox starts on. It waits for that run to end (a command
     // that runs longer than a second does not notice the walk); until it
     // answers, runs walk as before.
-    if let Some(key) = after {
+    if let Some(key) = &args.after {
         crate::integrity::journal::wait_until_gone(key, AFTER_AT_MOST);
     }
     raise_open_files();
@@ -91,7 +87,7 @@ pub fn run(
         note_end(&place, &broken);
         return Ok(ExitCode::SUCCESS);
     }
-    let limit = max_watches.unwrap_or(usize::MAX);
+    let limit = args.max_watches.unwrap_or(usize::MAX);
     let tree = match Tree::build(root, limit) {
         Ok(tree) => tree,
         Err(broken) => {
@@ -118,24 +114,20 @@ pub fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The watcher itself, no child of the caller: sbx waits for this first
-/// process, which ends at once.
-fn start_detached(
-    root: &Path,
-    cache: &Path,
-    max_watches: Option<usize>,
-    after: Option<&str>,
-) -> Result<ExitCode> {
+/// The watcher itself, no child of the caller: this first process starts
+/// it and ends at once (sbx waits for it only where it matters, see
+/// [`super::settle`]).
+fn start_detached(args: &WatchArgs) -> Result<ExitCode> {
     let sbx = std::env::current_exe().context("finding sbx")?;
     let mut cmd = std::process::Command::new(sbx);
-    cmd.arg("__watch").arg("--cache").arg(cache);
-    if let Some(n) = max_watches {
+    cmd.arg("__watch").arg("--cache").arg(&args.cache);
+    if let Some(n) = args.max_watches {
         cmd.arg("--max-watches").arg(n.to_string());
     }
-    if let Some(key) = after {
+    if let Some(key) = &args.after {
         cmd.arg("--after").arg(key);
     }
-    cmd.arg(root)
+    cmd.arg(&args.root)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
