@@ -287,6 +287,14 @@ pub struct InnerArgs {
     /// capability to mount).
     #[arg(long = "pin", value_name = "DIR", requires = "config_copies")]
     pub pins: Vec<PathBuf>,
+    /// A file to mask with a read-only bind of `--mask-with`, after the
+    /// pins and the copies (repeatable; with the config copies, whose
+    /// set-up has the capability to mount).
+    #[arg(long = "mask", value_name = "FILE", requires = "mask_with")]
+    pub masks: Vec<PathBuf>,
+    /// The empty file every `--mask` shows (sbx's placeholder).
+    #[arg(long, value_name = "FILE", requires = "config_copies")]
+    pub mask_with: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(required = true, allow_hyphen_values = true, last = true)]
     pub command: Vec<OsString>,

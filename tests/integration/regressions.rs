@@ -22,8 +22,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::host::{
-    assert_absent, assert_no_secret, both, diff, show, shq_path, snapshot, stderr, stdout, tool,
-    unique,
+    assert_absent, assert_line, assert_no_secret, both, diff, show, shq_path, snapshot, stderr,
+    stdout, tool, unique,
 };
 use crate::require_sandbox;
 use crate::util::{self, Runner, Sbx, World, SECRET, UID_MAP_ERROR};

@@ -255,14 +255,18 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd)> {
     .context("making the socket pair for the connect filter")
 }
 
-/// Pin directories, mount the private config copies and leave the setup
-/// namespace. Started as uid 0 with capabilities for this alone (see
-/// copies.rs): nothing else runs until they are gone. On failure the outer
-/// stage is told, and starts the sandbox again without them (bubblewrap
-/// then pins).
+/// Pin directories, mount the private config copies, mask files and leave
+/// the setup namespace. Started as uid 0 with capabilities for this alone
+/// (see copies.rs): nothing else runs until they are gone. On failure the
+/// outer stage is told, and starts the sandbox again without them
+/// (bubblewrap then pins and masks).
 fn set_up_copies(setup: &super::copies::Setup, ready_fd: Option<i32>) -> Result<()> {
     let set_up = super::copies::pin(setup.pins)
         .and_then(|()| super::copies::mount_links(setup.dir, setup.configs))
+        .and_then(|()| match setup.masks {
+            Some((with, files)) => super::copies::mask(with, files),
+            None => Ok(()),
+        })
         .and_then(|()| super::copies::become_the_user());
     if let Err(e) = set_up {
         report_no_copies(ready_fd, &e);

@@ -321,6 +321,10 @@ pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
             dir,
             configs: &args.private_configs,
             pins: &args.pins,
+            masks: args
+                .mask_with
+                .as_deref()
+                .map(|with| (with, args.masks.as_slice())),
         }),
     )
     .map(|never| match never {})

@@ -95,13 +95,25 @@ fn project_file_that_breaks_the_sandbox_refuses() {
     }
     assert_not_run(&world, &out);
 
+    // sbx's own binary: bubblewrap's mask over it stops the inner stage
+    // from starting, outside a git repository (no config copies)...
     let sbx = std::fs::canonicalize(util::sbx_path()).unwrap();
-    util::write(
-        &sub.join(".sbx.toml"),
-        &format!("[sandbox]\ndeny_read = [\"{}\"]\n", sbx.display()),
-    );
-    let out = sbx_sh(&world, &sub, &[], &victim(&world), &[]);
-    assert_not_run(&world, &out);
+    let deny_sbx = format!("[sandbox]\ndeny_read = [\"{}\"]\n", sbx.display());
+    let plain = World::new();
+    let plain_sub = plain.project.join("sub");
+    util::write(&plain_sub.join(".sbx.toml"), &deny_sbx);
+    let out = sbx_sh(&plain, &plain_sub, &[], &victim(&plain), &[]);
+    assert_not_run(&plain, &out);
+    // ... while in one the inner stage, already running, masks it itself
+    // (#17): the command runs sandboxed, and the binary is unreadable.
+    util::write(&sub.join(".sbx.toml"), &deny_sbx);
+    let script = format!("{}; cat {} | wc -c", victim(&world), shq_path(&sbx));
+    let out = sbx_sh(&world, &sub, &[], &script, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert!(!marker(&world).exists(), "{}", both(&out));
+    assert_absent(&out, "NOT sandboxed");
+    assert_no_secret(&out);
+    assert_line(&out, "0");
 }
 
 /// A relative directory below the project, `deep/...`, such that

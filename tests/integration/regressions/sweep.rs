@@ -525,6 +525,101 @@ fn env_directories_pinned_by_the_inner_stage_cannot_be_renamed() {
     assert_no_secret(&out);
 }
 
+/// #17: in a git repository the inner stage masks `.env` files itself
+/// (`--mask`, after its pins and config copies) instead of bubblewrap's
+/// `--ro-bind`. Each mask is as strong: unreadable, unwritable, its mode
+/// unchangeable (the placeholder on the host stays an empty file with mode
+/// 000), not removable nor renamable; and the set-up did not fall back to
+/// bubblewrap's masks (the run's private config copy is writable, which
+/// only the inner stage's set-up gives: `git remote add` works).
+#[test]
+fn env_files_masked_by_the_inner_stage_hold() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let env = world.project.join("a/b/.env");
+    util::write(&env, SECRET);
+    let profile = world
+        .sbx()
+        .args(["profile", "--platform", "linux"])
+        .output()
+        .unwrap();
+    let argv = stdout(&profile);
+    let mask = format!("--mask \\\n  {} \\", shq_path(&env));
+    assert!(argv.contains(&mask), "{mask} in {argv}");
+    // Named once: not also bound over by bubblewrap.
+    assert_eq!(argv.matches(&shq_path(&env)).count(), 1, "{argv}");
+    let out = Sbx.run_sh(
+        &world,
+        "cat a/b/.env; echo GONE > a/b/.env; chmod 644 a/b/.env && echo CHMODDED; \
+         rm -f a/b/.env && echo REMOVED; mv a/b/.env a/b/x && echo MOVED; \
+         ln a/b/.env a/hard && echo LINKED; cat a/hard 2>/dev/null; \
+         git remote add probe https://example.invalid/r.git && echo CONFIG-WRITTEN; true",
+    );
+    assert_ok(&out);
+    if util::unclaimed(&out, util::ENV_READABLE) {
+        return;
+    }
+    assert_no_secret(&out);
+    for said in ["CHMODDED", "REMOVED", "MOVED"] {
+        assert_absent(&out, said);
+    }
+    assert_line(&out, "CONFIG-WRITTEN");
+    assert_eq!(read(&env), SECRET);
+    let placeholder = world.home.join(".cache/sbx/empty");
+    let meta = std::fs::metadata(&placeholder).unwrap();
+    assert_eq!((meta.len(), meta.permissions().mode() & 0o7777), (0, 0));
+}
+
+/// The same where sbx's cache lies in a writable root: the placeholder is
+/// `/dev/null`, whose mount the inner stage makes read-only and `nodev`
+/// itself (`mount_setattr`). Not even a root sandbox can change the
+/// host's `/dev/null` through it (its change time stays), nor read the file.
+#[test]
+fn env_masks_of_dev_null_are_read_only_and_nodev() {
+    use std::os::unix::fs::MetadataExt;
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let env = world.project.join("a/.env");
+    util::write(&env, SECRET);
+    let cache = world.project.join(".cache");
+    let before = std::fs::metadata("/dev/null").unwrap();
+    let out = world
+        .sbx()
+        .env("XDG_CACHE_HOME", &cache)
+        .args(["run", "--", "sh", "-c"])
+        .arg(
+            "cat a/.env; echo x > a/.env; chmod 666 a/.env && echo CHMODDED; \
+             grep -F '/a/.env ' /proc/self/mountinfo; \
+             git remote add probe https://example.invalid/r.git && echo CONFIG-WRITTEN; true",
+        )
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    if util::unclaimed(&out, util::ENV_READABLE) {
+        return;
+    }
+    assert_no_secret(&out);
+    assert_absent(&out, "CHMODDED");
+    assert_line(&out, "CONFIG-WRITTEN");
+    let line = stdout(&out)
+        .lines()
+        .find(|l| l.contains("/a/.env "))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no mount on the .env: {}", both(&out)));
+    let options = line.split(' ').nth(5).unwrap_or_default();
+    for flag in ["ro", "nodev", "nosuid"] {
+        assert!(options.split(',').any(|o| o == flag), "{flag} in {line}");
+    }
+    let after = std::fs::metadata("/dev/null").unwrap();
+    assert_eq!(
+        (before.mode(), before.ctime(), before.ctime_nsec()),
+        (after.mode(), after.ctime(), after.ctime_nsec())
+    );
+    assert_eq!(read(&env), SECRET);
+}
+
 /// Round 2 review: a `.env` link's target was masked only while the link
 /// led to it. The command removed the link, or moved its directory where
 /// the walk does not look (`target`), and the next run read the target.
