@@ -125,7 +125,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____inner)
-            opts="-h --unix-sockets --socket-dir --symlinks-in --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --pin --mask --mask-with --help"
+            opts="-h --unix-sockets --socket-dir --symlinks-in --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --pin --mask --mask-if-present --mask-with --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -172,6 +172,10 @@ _sbx() {
                     return 0
                     ;;
                 --mask)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mask-if-present)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

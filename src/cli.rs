@@ -289,9 +289,14 @@ pub struct InnerArgs {
     pub pins: Vec<PathBuf>,
     /// A file to mask with a read-only bind of `--mask-with`, after the
     /// pins and the copies (repeatable; with the config copies, whose
-    /// set-up has the capability to mount).
+    /// set-up has the capability to mount). In a writable root: gone now,
+    /// it was moved, and the set-up is refused.
     #[arg(long = "mask", value_name = "FILE", requires = "mask_with")]
     pub masks: Vec<PathBuf>,
+    /// The same for a file outside every writable root, skipped when the
+    /// sandbox does not show it (a path under its own `/dev` or `/proc`).
+    #[arg(long = "mask-if-present", value_name = "FILE", requires = "mask_with")]
+    pub masks_if_present: Vec<PathBuf>,
     /// The empty file every `--mask` shows (sbx's placeholder).
     #[arg(long, value_name = "FILE", requires = "config_copies")]
     pub mask_with: Option<PathBuf>,

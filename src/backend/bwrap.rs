@@ -218,7 +218,7 @@ fn writable_binds(a: &mut Args, policy: &Policy, sockets: Option<&Path>) {
 fn pins_and_protected(a: &mut Args, policy: &Policy, proxy: Option<&Proxy>, copies: Option<&Path>) {
     // With config copies the inner stage, which may mount, pins (`--pin`).
     if copies.is_none() {
-        for pin in &policy.pins {
+        for pin in pins(policy) {
             a.path2("--bind", pin, pin);
         }
     }
@@ -233,6 +233,21 @@ fn pins_and_protected(a: &mut Args, policy: &Policy, proxy: Option<&Proxy>, copi
     if let Some(dir) = copies {
         a.path2("--bind", dir, dir);
     }
+}
+
+/// The directories to pin, but those a directory mask covers (itself a
+/// mount point, over which nothing below moves): the inner stage, which
+/// pins after the masks, could not even reach them.
+fn pins(policy: &Policy) -> impl Iterator<Item = &PathBuf> {
+    let masked_dirs: Vec<PathBuf> = masks(policy)
+        .into_iter()
+        .filter(|(_, kind)| *kind == Kind::Dir)
+        .map(|(path, _)| path)
+        .collect();
+    policy
+        .pins
+        .iter()
+        .filter(move |pin| !masked_dirs.iter().any(|d| pin.starts_with(d)))
 }
 
 /// The paths to mask: existing credentials (by their real path) and the
@@ -365,13 +380,19 @@ fn inner_stage(
         for config in private_configs(policy) {
             a.path("--private-config", &config.path);
         }
-        for pin in &policy.pins {
+        for pin in pins(policy) {
             a.path("--pin", pin);
         }
         if !file_masks.is_empty() {
             a.path("--mask-with", &policy.placeholder);
             for file in file_masks {
-                a.path("--mask", file);
+                let writable = policy.writable.iter().any(|w| file.starts_with(w));
+                let flag = if writable {
+                    "--mask"
+                } else {
+                    "--mask-if-present"
+                };
+                a.path(flag, file);
             }
         }
     }
@@ -658,7 +679,7 @@ mod tests {
                 "/home/t/proj/a/b",
                 "--mask-with",
                 "/home/t/.cache/sbx/empty",
-                "--mask",
+                "--mask-if-present",
                 "/home/t/.netrc",
                 "--mask",
                 "/home/t/proj/.env",
@@ -686,6 +707,19 @@ mod tests {
             "/home/t/proj/a/b/.env",
         ] {
             find(&plain, &["--ro-bind", "/home/t/.cache/sbx/empty", file]);
+        }
+        // A pin a directory mask covers is of no use, and the inner stage
+        // (after the masks) could not reach it: in neither plan.
+        policy.pins.push("/home/t/.ssh".into());
+        policy.pins.push("/home/t/.ssh/keys".into());
+        let p = plan_with(&policy, per_run);
+        for a in [args(&p), args(p.without_copies.as_deref().unwrap())] {
+            assert!(!a.iter().any(|x| x.starts_with("/home/t/.ssh/")), "{a:?}");
+            assert_eq!(
+                a.iter().filter(|x| *x == "/home/t/.ssh").count(),
+                2,
+                "{a:?}"
+            );
         }
         // Read-only mode: the placeholder is not under the sandbox's root.
         policy.filesystem = FsSetting::ReadOnly;

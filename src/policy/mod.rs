@@ -375,7 +375,13 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         ));
     }
     if s.filesystem != FsSetting::ReadOnly {
-        later.pin_env_files(&dotenv.files, &writable);
+        let masked: Vec<PathBuf> = credentials
+            .iter()
+            .filter(|c| matches!(c.kind, Kind::Dir | Kind::File))
+            .filter_map(|c| c.real.clone())
+            .chain(dotenv.files.iter().cloned())
+            .collect();
+        later.pin_masked(&masked, &writable);
     }
     let placeholder = credentials::placeholder(&places, &writable, s.filesystem);
     let shell = environment::shell(s.shell.as_deref());

@@ -128,11 +128,13 @@ impl RunsLater {
         Ok(())
     }
 
-    /// Every directory between a writable root and a masked `.env` becomes a
-    /// mount point of itself: renaming one (say to `node_modules`, which the
-    /// scan prunes) would otherwise hide the file from the next scan.
-    pub fn pin_env_files(&mut self, env_files: &[PathBuf], writable: &[PathBuf]) {
-        for file in env_files {
+    /// Every directory between a writable root and a masked path (a `.env`,
+    /// a credential, a `deny_read` entry) becomes a mount point of itself:
+    /// renaming one (say to `node_modules`, which the scan prunes, or
+    /// `secrets/` to `s2/` for a path the configuration names) would
+    /// otherwise leave the file unmasked in the next run.
+    pub fn pin_masked(&mut self, masked: &[PathBuf], writable: &[PathBuf]) {
+        for file in masked {
             if let Some(root) = writable.iter().find(|w| file.starts_with(w)) {
                 pin_parents(&mut self.pins, file, root, false);
             }

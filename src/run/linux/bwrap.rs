@@ -79,6 +79,7 @@ pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
         lifeline: None,
         started: false,
         no_copies: None,
+        refused: None,
     };
     let code = wait(pid, &signals, &mut ready, start.on_started)?;
     // The byte is written before the command starts, so once bubblewrap
@@ -89,13 +90,18 @@ pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
         match read_byte(&r) {
             Some(READY) => ready.started = true,
             Some(NO_COPIES) => ready.no_copies = Some(read_rest(&r)),
+            Some(REFUSED) => ready.refused = Some(read_rest(&r)),
             _ => {}
         }
     }
-    let (started, no_copies) = (ready.started, ready.no_copies.take());
+    let (started, no_copies, refused) =
+        (ready.started, ready.no_copies.take(), ready.refused.take());
     drop(ready);
     drop(signals);
     drop(mask);
+    if let Some(why) = refused {
+        return Ok(Outcome::NotStarted(NotStarted::Policy(why)));
+    }
     if let Some(why) = no_copies {
         return Ok(Outcome::NoCopies(why));
     }
@@ -142,6 +148,8 @@ struct Ready {
     started: bool,
     /// Why the inner stage could not set up the private config copies.
     no_copies: Option<String>,
+    /// Why the inner stage refused to go on (no plan is tried after it).
+    refused: Option<String>,
 }
 
 /// Wait for bubblewrap to exit, passing signals on and noting the byte on
@@ -176,6 +184,7 @@ fn wait(pid: Pid, signals: &SignalFd, ready: &mut Ready, on_started: &dyn Fn()) 
                         ready.lifeline = Some(r);
                     }
                     Some(NO_COPIES) => ready.no_copies = Some(read_rest(&r)),
+                    Some(REFUSED) => ready.refused = Some(read_rest(&r)),
                     _ => ready.lifeline = Some(r),
                 }
             }
@@ -196,13 +205,18 @@ pub const READY: u8 = b'1';
 /// up, nothing ran; the reason follows, up to the end of the pipe.
 pub const NO_COPIES: u8 = b'0';
 
+/// The inner stage's byte: its set-up found the sandbox could not be made
+/// as planned (a file to mask moved away meanwhile), nothing ran, and no
+/// other plan is to be tried; the reason follows, as after [`NO_COPIES`].
+pub const REFUSED: u8 = b'2';
+
 /// The byte on `pipe`, if one can be read.
 fn read_byte(pipe: &OwnedFd) -> Option<u8> {
     let mut byte = [0u8; 1];
     matches!(nix::unistd::read(pipe.as_raw_fd(), &mut byte), Ok(1)).then_some(byte[0])
 }
 
-/// The reason after [`NO_COPIES`]: written with the byte in one write (so
+/// The reason after [`NO_COPIES`] or [`REFUSED`]: written with the byte in one write (so
 /// it is there already) and never empty (so this read does not wait).
 fn read_rest(pipe: &OwnedFd) -> String {
     let mut buf = [0u8; 512];

@@ -41,8 +41,18 @@ pub struct Setup<'a> {
     pub configs: &'a [PathBuf],
     /// Directories to bind onto themselves.
     pub pins: &'a [PathBuf],
-    /// sbx's empty placeholder, and the files to mask with it.
-    pub masks: Option<(&'a Path, &'a [PathBuf])>,
+    /// The files to mask, if any.
+    pub masks: Option<Masks<'a>>,
+}
+
+/// The files the set-up masks, and what with.
+pub struct Masks<'a> {
+    /// sbx's empty placeholder (or `/dev/null`).
+    pub with: &'a Path,
+    /// Files in a writable root: each must still be there.
+    pub files: &'a [PathBuf],
+    /// Files elsewhere: masked if the sandbox shows them.
+    pub if_present: &'a [PathBuf],
 }
 
 /// Bind each directory onto itself, with every mount below it, so that it
@@ -69,24 +79,45 @@ pub fn pin(dirs: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-/// Mask each file with a read-only bind of `with`, sbx's empty placeholder
-/// (bubblewrap's `--ro-bind` did it before), after the pins and the copies,
-/// so that nothing covers a mask. Here for the pins' reason: each
-/// `--ro-bind` had bubblewrap read its mount table twice, about 0.4 ms per
-/// `.env`. A file gone since the outer stage looked has nothing left to
-/// hide; any other failure fails the set-up, and the sandbox is started
-/// again with bubblewrap masking.
-pub fn mask(with: &Path, files: &[PathBuf]) -> Result<()> {
-    for file in files {
-        let tree = placeholder_mount(with)?;
+/// Mask each file with a read-only bind of the placeholder (bubblewrap's
+/// `--ro-bind` did it before), after the pins and the copies, so that
+/// nothing covers a mask. Here for the pins' reason: each `--ro-bind` had
+/// bubblewrap read its mount table twice, about 0.4 ms per `.env`. A file
+/// in a writable root that was there when the outer stage looked and is
+/// gone now may have been moved by another sandbox (renaming a directory
+/// above it back and forth): the set-up is refused ([`Moved`]), and no plan
+/// is tried after it. One elsewhere, gone, is not in this sandbox (under
+/// its own `/dev` or `/proc`): nothing to hide. Any other failure fails the
+/// set-up, and the sandbox is started again with bubblewrap masking.
+pub fn mask(masks: &Masks) -> Result<()> {
+    let must = masks.files.iter().map(|f| (f, true));
+    for (file, must) in must.chain(masks.if_present.iter().map(|f| (f, false))) {
+        let tree = placeholder_mount(masks.with)?;
         match move_mount(&tree, file) {
             Ok(()) => {}
-            Err(e) if gone(&e) => {}
+            Err(e) if gone(&e) && !must => {}
+            Err(e) if gone(&e) => return Err(Moved(file.clone()).into()),
             Err(e) => return Err(e.context(format!("masking {}", file.display()))),
         }
     }
     Ok(())
 }
+
+/// A file to mask that is gone since the outer stage found it.
+#[derive(Debug)]
+pub struct Moved(pub PathBuf);
+
+impl std::fmt::Display for Moved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} was there when sbx looked and is gone now: it may have been moved while the sandbox was set up (run the command again)",
+            self.0.display()
+        )
+    }
+}
+
+impl std::error::Error for Moved {}
 
 /// Whether a mount failed because its target does not exist (any more).
 fn gone(e: &anyhow::Error) -> bool {

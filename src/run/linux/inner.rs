@@ -263,13 +263,17 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd)> {
 fn set_up_copies(setup: &super::copies::Setup, ready_fd: Option<i32>) -> Result<()> {
     let set_up = super::copies::pin(setup.pins)
         .and_then(|()| super::copies::mount_links(setup.dir, setup.configs))
-        .and_then(|()| match setup.masks {
-            Some((with, files)) => super::copies::mask(with, files),
-            None => Ok(()),
-        })
+        .and_then(|()| setup.masks.as_ref().map_or(Ok(()), super::copies::mask))
         .and_then(|()| super::copies::become_the_user());
     if let Err(e) = set_up {
-        report_no_copies(ready_fd, &e);
+        // A file to mask that moved away meanwhile: the plan without the
+        // copies would bind over what is at its path now, or make a file
+        // there, while the file itself lies elsewhere.
+        let byte = match e.downcast_ref::<super::copies::Moved>() {
+            Some(_) => super::bwrap::REFUSED,
+            None => super::bwrap::NO_COPIES,
+        };
+        report_set_up_failure(ready_fd, byte, &e);
         return Err(e);
     }
     Ok(())
@@ -446,17 +450,21 @@ fn network_tried(mode: &str, tried: u64) -> Option<String> {
     })
 }
 
-/// The private config copies could not be set up: tell the outer stage,
-/// which starts the sandbox again without them, and exit before anything
-/// runs. Returns only when there is no ready pipe to tell.
-fn report_no_copies(ready_fd: Option<i32>, why: &anyhow::Error) {
+/// The set-up failed: tell the outer stage (with `byte`: [`NO_COPIES`],
+/// it starts the sandbox again without the copies; [`REFUSED`], it gives
+/// up) and exit before anything runs. Returns only when there is no ready
+/// pipe to tell.
+///
+/// [`NO_COPIES`]: super::bwrap::NO_COPIES
+/// [`REFUSED`]: super::bwrap::REFUSED
+fn report_set_up_failure(ready_fd: Option<i32>, byte: u8, why: &anyhow::Error) {
     let Some(fd) = ready_fd else { return };
     let path = format!("/proc/self/fd/{fd}");
     if !std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo()) {
         return;
     }
     // One write (the reason is short): the outer stage reads it whole.
-    let mut text = vec![super::bwrap::NO_COPIES];
+    let mut text = vec![byte];
     let reason = format!("{why:#}");
     text.extend_from_slice(reason.as_bytes().get(..400).unwrap_or(reason.as_bytes()));
     text.push(b'\n');

@@ -321,10 +321,11 @@ pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
             dir,
             configs: &args.private_configs,
             pins: &args.pins,
-            masks: args
-                .mask_with
-                .as_deref()
-                .map(|with| (with, args.masks.as_slice())),
+            masks: args.mask_with.as_deref().map(|with| copies::Masks {
+                with,
+                files: &args.masks,
+                if_present: &args.masks_if_present,
+            }),
         }),
     )
     .map(|never| match never {})

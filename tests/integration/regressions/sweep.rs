@@ -620,6 +620,75 @@ fn env_masks_of_dev_null_are_read_only_and_nodev() {
     assert_eq!(read(&env), SECRET);
 }
 
+/// #17 review: only the directories above a `.env` were pinned, so a
+/// command renamed the directory of a file `deny_read` names (`sec` to
+/// `sec2`) and the next run read it at its new path. Every masked path in
+/// a writable root is pinned now, with config copies (the inner stage
+/// pins) and without (bubblewrap does).
+#[test]
+fn directories_above_a_denied_file_cannot_be_renamed() {
+    require_sandbox!();
+    for git in [true, false] {
+        let world = World::new();
+        if git {
+            world.git_repo();
+        }
+        util::write(&world.project.join("sec/key.pem"), SECRET);
+        util::write(
+            &world.project.join(".sbx.toml"),
+            "[sandbox]\ndeny_read = [\"sec/key.pem\"]\n",
+        );
+        let out = Sbx.run_sh(
+            &world,
+            "cat sec/key.pem; mv sec sec2 && echo RENAMED; mkdir -p x && mv sec x/ && echo MOVED; true",
+        );
+        assert_ok(&out);
+        if util::unclaimed(&out, util::ENV_READABLE) {
+            return;
+        }
+        assert_no_secret(&out);
+        assert_absent(&out, "RENAMED");
+        assert_absent(&out, "MOVED");
+        assert_eq!(
+            read(&world.project.join("sec/key.pem")),
+            SECRET,
+            "git: {git}"
+        );
+        let out = Sbx.run_sh(&world, "cat sec/key.pem sec2/key.pem x/sec/key.pem; true");
+        assert_ok(&out);
+        assert_no_secret(&out);
+    }
+}
+
+/// #17 review: a file to mask in a writable root that is gone when the
+/// inner stage mounts (another sandbox renaming its directory back and
+/// forth) was skipped, and the command then read it once it was back. Now
+/// the run is refused, and no other plan is tried. Made certain here with
+/// a file the sandbox's own mounts hide: one in the host's directory under
+/// the command's own socket directory (a tmpfs inside the sandbox).
+#[test]
+fn a_file_to_mask_gone_at_set_up_refuses_the_run() {
+    require_sandbox!();
+    if util::contained() {
+        return; // Reduced mode has no inner stage that mounts.
+    }
+    let world = World::new();
+    world.git_repo();
+    let uid = nix::unistd::getuid().as_raw();
+    let dir = PathBuf::from(format!("/tmp/sbx-{uid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("sbx-test-gone-{}", std::process::id()));
+    util::write(&file, SECRET);
+    util::write(
+        &world.project.join(".sbx.toml"),
+        &format!("[sandbox]\ndeny_read = [\"{}\"]\n", file.display()),
+    );
+    let out = Sbx.run_sh(&world, &victim(&world));
+    let _ = std::fs::remove_file(&file);
+    assert_not_run(&world, &out);
+    assert!(stderr(&out).contains("is gone now"), "{}", both(&out));
+}
+
 /// Round 2 review: a `.env` link's target was masked only while the link
 /// led to it. The command removed the link, or moved its directory where
 /// the walk does not look (`target`), and the next run read the target.
