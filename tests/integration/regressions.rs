@@ -200,6 +200,17 @@ fn wait_until_no_process_has(needle: &str) {
 
 /// The file the victim command writes in HOME: it can only land without a
 /// sandbox.
+/// The bwrap argv `sbx profile --platform linux` prints in the project.
+fn linux_profile(world: &World) -> String {
+    let out = world
+        .sbx()
+        .args(["profile", "--platform", "linux"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", both(&out));
+    stdout(&out)
+}
+
 fn marker(world: &World) -> PathBuf {
     world.home.join("PWNED")
 }

@@ -22,13 +22,12 @@
 //! would have without the copies, and the mounts stay locked to a
 //! namespace it has no power over.
 //!
-//! Raw system calls: `open_tree` and `move_mount` (the only way to mount a
-//! symbolic link itself: `mount(2)` follows it), `capset` and `prctl` for
-//! the bounding and ambient sets have no safe wrapper in `nix`.
+//! `open_tree` and `move_mount` (the only way to mount a symbolic link
+//! itself: `mount(2)` follows it) come from rustix. Raw system calls:
+//! `mount_setattr` (for the masks), `capset` and `prctl` for the bounding
+//! and ambient sets have no safe wrapper in `nix` or rustix.
 
-use std::ffi::CString;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -211,61 +210,22 @@ pub fn mount_links(dir: &Path, configs: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-fn c_path(path: &Path) -> Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .with_context(|| format!("{}: a path with a NUL byte", path.display()))
-}
-
 /// A detached copy of the link itself (`AT_SYMLINK_NOFOLLOW`).
 fn open_tree(path: &Path) -> Result<OwnedFd> {
-    let path = c_path(path)?;
-    let flags = nix::libc::OPEN_TREE_CLONE
-        | nix::libc::OPEN_TREE_CLOEXEC
-        | nix::libc::AT_SYMLINK_NOFOLLOW as nix::libc::c_uint;
-    // SAFETY: open_tree takes a directory descriptor (AT_FDCWD), a
-    // NUL-terminated path that outlives the call, and flags; it returns a
-    // new descriptor or -1, and touches no memory of ours.
-    #[allow(unsafe_code)]
-    let fd = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_open_tree,
-            nix::libc::AT_FDCWD,
-            path.as_ptr(),
-            flags,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error().into());
-    }
-    let fd = i32::try_from(fd).context("open_tree returned no descriptor")?;
-    // SAFETY: a descriptor open_tree just returned, owned by nothing else.
-    #[allow(unsafe_code)]
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    use rustix::mount::OpenTreeFlags;
+    let flags = OpenTreeFlags::OPEN_TREE_CLONE
+        | OpenTreeFlags::OPEN_TREE_CLOEXEC
+        | OpenTreeFlags::AT_SYMLINK_NOFOLLOW;
+    Ok(rustix::mount::open_tree(rustix::fs::CWD, path, flags).map_err(std::io::Error::from)?)
 }
 
 /// Attach the detached tree `tree` on `target` (a regular file: the link
 /// and the file are both non-directories, which is all the kernel asks).
 fn move_mount(tree: &OwnedFd, target: &Path) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    let target = c_path(target)?;
-    let empty = c"";
-    // SAFETY: move_mount takes two (descriptor, NUL-terminated path) pairs
-    // that outlive the call and flags; it returns 0 or -1 and touches no
-    // memory of ours.
-    #[allow(unsafe_code)]
-    let r = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            empty.as_ptr(),
-            nix::libc::AT_FDCWD,
-            target.as_ptr(),
-            nix::libc::MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error().into());
-    }
+    use rustix::mount::MoveMountFlags;
+    let flags = MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH;
+    rustix::mount::move_mount(tree, c"", rustix::fs::CWD, target, flags)
+        .map_err(std::io::Error::from)?;
     Ok(())
 }
 

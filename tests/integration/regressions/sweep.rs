@@ -494,12 +494,7 @@ fn env_directories_pinned_by_the_inner_stage_cannot_be_renamed() {
     world.git_repo();
     let env = world.project.join("a/b/c/.env");
     util::write(&env, SECRET);
-    let profile = world
-        .sbx()
-        .args(["profile", "--platform", "linux"])
-        .output()
-        .unwrap();
-    let argv = stdout(&profile);
+    let argv = linux_profile(&world);
     for dir in ["a", "a/b", "a/b/c"] {
         let pin = format!("--pin \\\n  {} \\", shq_path(&world.project.join(dir)));
         assert!(argv.contains(&pin), "{pin} in {argv}");
@@ -539,12 +534,7 @@ fn env_files_masked_by_the_inner_stage_hold() {
     world.git_repo();
     let env = world.project.join("a/b/.env");
     util::write(&env, SECRET);
-    let profile = world
-        .sbx()
-        .args(["profile", "--platform", "linux"])
-        .output()
-        .unwrap();
-    let argv = stdout(&profile);
+    let argv = linux_profile(&world);
     let mask = format!("--mask \\\n  {} \\", shq_path(&env));
     assert!(argv.contains(&mask), "{mask} in {argv}");
     // Named once: not also bound over by bubblewrap.
