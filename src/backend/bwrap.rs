@@ -385,13 +385,14 @@ fn inner_stage(
         }
         if !file_masks.is_empty() {
             a.path("--mask-with", &policy.placeholder);
+            // A file gone at set-up was moved, where the host's tree shows
+            // through: in a writable root, but not under the fresh tmpfs of
+            // the command's own sockets, which hides what the host has there.
+            let own_tmpfs = per_run.sockets.filter(|_| policy.own_sockets.is_some());
             for file in file_masks {
-                let writable = policy.writable.iter().any(|w| file.starts_with(w));
-                let flag = if writable {
-                    "--mask"
-                } else {
-                    "--mask-if-present"
-                };
+                let shown = policy.writable.iter().any(|w| file.starts_with(w))
+                    && !own_tmpfs.is_some_and(|d| file.starts_with(d));
+                let flag = if shown { "--mask" } else { "--mask-if-present" };
                 a.path(flag, file);
             }
         }

@@ -325,3 +325,40 @@ pub(super) fn drop_capabilities() -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file to mask in a writable root that is gone refuses the set-up
+    /// ([`Moved`]); one elsewhere is skipped. Detached mounts only: nothing
+    /// is mounted where nothing is. Needs root (`open_tree` clones a mount).
+    #[test]
+    fn a_gone_file_refuses_the_set_up_unless_it_may_be_absent() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var_os("SBX_TEST_REQUIRE_SANDBOX").is_none(),
+                "this test needs root"
+            );
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let with = t.path().join("empty");
+        std::fs::write(&with, "").unwrap();
+        let gone = vec![t.path().join("sec/key.pem")];
+        let masks = |files, if_present| Masks {
+            with: &with,
+            files,
+            if_present,
+        };
+        let e = mask(&masks(&gone, &[])).unwrap_err();
+        assert!(e.downcast_ref::<Moved>().is_some(), "{e:#}");
+        assert!(format!("{e}").contains("sec/key.pem"), "{e}");
+        mask(&masks(&[], &gone)).unwrap();
+        // Not an empty file: refused before any mount.
+        std::fs::write(&with, "x").unwrap();
+        let e = mask(&masks(&[], &gone)).unwrap_err();
+        assert!(e.downcast_ref::<Moved>().is_none(), "{e:#}");
+    }
+}
