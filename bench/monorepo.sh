@@ -18,8 +18,10 @@
 #   first   no cache: sbx's cache directory removed (and any `sbx __watch`
 #           daemon of the benchmark's binary stopped) before each run
 #   cached  after priming runs, once the tree's timestamps are older than the
-#           cache's 2-second guard; beside it the bwrap argv sbx runs for this
-#           tree, the one it runs for the empty repository, and other sandboxes
+#           cache's 2-second guard, in strict alternation with the bwrap argv
+#           sbx runs for this tree and the one it runs for the empty
+#           repository (bench/alternate.py: one of each in turn, so a machine
+#           that drifts moves all three alike); then other sandboxes
 #   both again with SBX_ENV_WATCH=off (only the fallback walk: no watcher
 #   daemon; a binary without one ignores the variable)
 #
@@ -268,6 +270,13 @@ hf() { # TREE GROUP [hyperfine options] -- then pairs of (label, command); cwd: 
     --export-json "$work/out/$t.$group.$r.json" "${args[@]}" >/dev/null 2>>"$work/out/hyperfine.log"
 }
 
+alt() { # TREE GROUP -- then pairs of (label, command), run in strict alternation; cwd: the tree
+  local t=$1 group=$2
+  shift 3
+  in_tree "$t" python3 "$repo/bench/alternate.py" --warmup "$warmup" --runs "$runs" \
+    --export-json "$work/out/$t.$group.$r.json" "$@" 2>>"$work/out/hyperfine.log"
+}
+
 for r in $(seq 1 "$rounds"); do
   echo "== round $r of $rounds ($((SECONDS - started)) s)"
   for t in "${all[@]}"; do
@@ -283,10 +292,10 @@ for r in $(seq 1 "$rounds"); do
   for t in "${all[@]}"; do wait_for_watcher "$t"; done
   for t in "${all[@]}"; do
     mapfile -t peer < <(peers "$t")
-    hf "$t" cached -- "sbx cached" "$sbx run -- /bin/true" \
+    alt "$t" cached -- "sbx cached" "$sbx run -- /bin/true" \
       "bwrap argv of this tree" "${argv[$t]}" \
-      "bwrap argv of the empty repository" "${argv[empty]}" \
-      "${peer[@]}"
+      "bwrap argv of the empty repository" "${argv[empty]}"
+    [ ${#peer[@]} -eq 0 ] || hf "$t" peers -- "${peer[@]}"
     SBX_ENV_WATCH=off hf "$t" cached-off -- "sbx cached, SBX_ENV_WATCH=off" "$sbx run -- /bin/true"
   done
 done
@@ -315,7 +324,7 @@ OWN, EMPTY = "bwrap argv of this tree", "bwrap argv of the empty repository"
 def samples(tree):
     """Every command's times in a tree, all rounds and groups merged, in order."""
     merged = {}
-    for group in ("first", "first-off", "cached", "cached-off"):
+    for group in ("first", "first-off", "cached", "cached-off", "peers"):
         for path in sorted(glob.glob(os.path.join(out, f"{tree}.{group}.*.json"))):
             for result in json.load(open(path))["results"]:
                 merged.setdefault(result["command"], []).extend(result["times"])
@@ -349,7 +358,8 @@ def n(x):
 
 
 lines = [f"Measured {datetime.date.today().isoformat()} on {machine()}, by `bench/monorepo.sh` "
-         f"({rounds} interleaved rounds of {runs} runs per command; medians). "
+         f"({rounds} interleaved rounds of {runs} runs per command; medians; `sbx cached` and both "
+         "bwrap argv strictly alternated, one of each in turn). "
          "Ratios: against the bwrap argv sbx runs in the empty repository / in that tree.", ""]
 summary = ["| tree | directories (walked) | files | bwrap argv, this tree | bwrap argv, empty repo | "
            "sbx cached | sbx first run | cached, SBX_ENV_WATCH=off | first run, SBX_ENV_WATCH=off | peak RSS cached / first |",
