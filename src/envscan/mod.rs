@@ -359,12 +359,7 @@ pub fn linked_targets_file(cache: &Path, root: &Path) -> PathBuf {
 /// The files masked under `root` in earlier runs: absolute paths, one per
 /// line.
 pub fn linked_targets(cache: &Path, root: &Path) -> Vec<PathBuf> {
-    linked_targets_in(&linked_targets_file(cache, root))
-}
-
-/// The absolute paths listed in `file`, one per line.
-pub fn linked_targets_in(file: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read(file) else {
+    let Ok(text) = std::fs::read(linked_targets_file(cache, root)) else {
         return Vec::new();
     };
     text.split(|&b| b == b'\n')
@@ -378,11 +373,7 @@ pub fn linked_targets_in(file: &Path) -> Vec<PathBuf> {
 /// to record removes the list. A path with a newline is not recorded (it
 /// is still masked in this run).
 pub fn remember_linked_targets(cache: &Path, root: &Path, files: &[PathBuf]) {
-    remember_linked_targets_in(&linked_targets_file(cache, root), files);
-}
-
-/// [`remember_linked_targets`] in `file`.
-pub fn remember_linked_targets_in(file: &Path, files: &[PathBuf]) {
+    let file = linked_targets_file(cache, root);
     let mut text = Vec::new();
     for f in files.iter().map(|f| f.as_os_str().as_bytes()) {
         if !f.contains(&b'\n') {
@@ -390,18 +381,16 @@ pub fn remember_linked_targets_in(file: &Path, files: &[PathBuf]) {
             text.push(b'\n');
         }
     }
-    if std::fs::read(file).unwrap_or_default() == text {
+    if std::fs::read(&file).unwrap_or_default() == text {
         return;
     }
     if text.is_empty() {
-        let _ = std::fs::remove_file(file);
+        let _ = std::fs::remove_file(&file);
         return;
     }
-    let mut tmp = file.as_os_str().to_owned();
-    tmp.push(format!(".{}.tmp", std::process::id()));
-    let tmp = PathBuf::from(tmp);
+    let tmp = file.with_extension(format!("links.{}.tmp", std::process::id()));
     if std::fs::write(&tmp, &text)
-        .and_then(|()| std::fs::rename(&tmp, file))
+        .and_then(|()| std::fs::rename(&tmp, &file))
         .is_err()
     {
         let _ = std::fs::remove_file(&tmp);

@@ -37,89 +37,6 @@ pub(super) fn listed(s: &Settings, places: &Places, writable: &[PathBuf]) -> Vec
     credentials
 }
 
-/// Credentials reached through a link keep their real path masked in later
-/// runs, while it exists. `deny_read = ["link/key.pem"]` with `link ->
-/// real` masks `real/key.pem`; a command that points `link` elsewhere (or
-/// removes it) would otherwise leave `real/key.pem` readable in the next
-/// run. Only where the command could change the way (the path as written,
-/// or the real one, in a writable root). Remembered in sbx's cache, beside
-/// the `.env` link targets; one remembered and masked only because of that
-/// is said, with the way to forget it.
-pub(super) fn keep_linked(
-    credentials: &mut Vec<Credential>,
-    places: &Places,
-    scan_root: &Path,
-    writable: &[PathBuf],
-    warnings: &mut Vec<String>,
-) -> anyhow::Result<()> {
-    let Some(cache) = places.host.cache_dir.as_deref() else {
-        return Ok(());
-    };
-    let file = linked_credentials_file(cache, scan_root);
-    let changeable = |c: &Credential| {
-        writable
-            .iter()
-            .any(|w| c.written.starts_with(w) || c.real.as_ref().is_some_and(|r| r.starts_with(w)))
-    };
-    let mut kept: Vec<PathBuf> = credentials
-        .iter()
-        .filter(|c| matches!(c.kind, Kind::Dir | Kind::File) && c.real.as_ref() != Some(&c.written))
-        .filter(|c| changeable(c))
-        .filter_map(|c| c.real.clone())
-        .filter(|r| is_users_own(r))
-        .collect();
-    for old in crate::envscan::linked_targets_in(&file) {
-        if kept.contains(&old) {
-            continue;
-        }
-        let kind = match std::fs::symlink_metadata(&old) {
-            Ok(_) if !is_users_own(&old) => continue,
-            Ok(m) if m.is_dir() => Kind::Dir,
-            Ok(m) if m.is_file() => Kind::File,
-            // Gone, or something else now: forgotten.
-            Ok(_) => continue,
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
-                ) =>
-            {
-                continue
-            }
-            // What it is cannot be told now: still masked, whole.
-            Err(_) => Kind::Dir,
-        };
-        if !credentials.iter().any(|c| c.real.as_ref() == Some(&old)) {
-            warnings.push(format!(
-                "still masking {}: a link to it was masked before (to read it in the sandbox again, remove its line from {})",
-                old.display(),
-                file.display()
-            ));
-            credentials.push(Credential {
-                written: old.clone(),
-                real: Some(old.clone()),
-                kind,
-            });
-        }
-        kept.push(old);
-    }
-    if kept.len() > MAX_REMEMBERED {
-        anyhow::bail!(
-            "{} paths are kept masked because links led to them in earlier runs, more than the {MAX_REMEMBERED} sbx keeps; the command was not run (remove the lines of paths you do not need hidden from {})",
-            kept.len(),
-            file.display()
-        );
-    }
-    kept.sort();
-    crate::envscan::remember_linked_targets_in(&file, &kept);
-    Ok(())
-}
-
-/// Where [`keep_linked`] remembers, for the project walked from `root`.
-fn linked_credentials_file(cache: &Path, root: &Path) -> PathBuf {
-    crate::envscan::linked_targets_file(cache, root).with_extension("credential-links")
-}
-
 /// The agents' tokens to hide: all but those whose agent directory (or the
 /// directory in it holding the token) the user's own configuration or flags
 /// made writable (see [`AGENT_TOKENS`]).
@@ -404,19 +321,12 @@ pub(super) fn placeholder(places: &Places, writable: &[PathBuf], fs: FsSetting) 
 /// A regular file owned by the user running sbx, outside the system
 /// directories (a `.env` symlink target worth masking).
 fn is_users_own_file(p: &Path) -> bool {
-    is_users_own(p) && std::fs::metadata(p).is_ok_and(|m| m.is_file())
-}
-
-/// A file or directory owned by the user running sbx, outside the system
-/// directories: what a planted link may lead sbx to keep masking, never a
-/// directory the sandbox needs (`~/.aws -> /usr/bin` would break every
-/// later run).
-fn is_users_own(p: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     const SYSTEM: &[&str] = &[
         "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/boot", "/nix",
         "/proc", "/sys", "/dev", "/snap",
     ];
     !SYSTEM.iter().any(|s| p.starts_with(s))
-        && std::fs::metadata(p).is_ok_and(|m| m.uid() == nix::unistd::geteuid().as_raw())
+        && std::fs::metadata(p)
+            .is_ok_and(|m| m.is_file() && m.uid() == nix::unistd::geteuid().as_raw())
 }

@@ -362,10 +362,6 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
             .collect();
         later.add_repositories(&nested, &bare, &places, &writable)?;
     }
-    if restricted {
-        let root = dotenv.scan_root.as_deref().unwrap_or(&places.project);
-        credentials::keep_linked(&mut credentials, &places, root, &writable, &mut warnings)?;
-    }
     credentials.extend(dotenv.unreadable_dirs());
     for file in &dotenv.remembered {
         warnings.push(format!(
