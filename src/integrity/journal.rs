@@ -367,9 +367,13 @@ fn recover_pass(cache: &Path, mine: &str, reports: bool, warn: &dyn Fn(&str)) ->
             busy |= key != mine && name.starts_with("claimed-");
             continue;
         }
-        // Claim it: of two runs starting at once, one renames it.
+        // Claim it: of two runs starting at once, one renames it. Another
+        // process claimed it between the listing and here (a guardian,
+        // which marked itself checking first): busy, so that the caller
+        // waits for its checks rather than go on while they move files.
         let claimed = dir.join(format!("claimed-{mine}-{note_name}"));
         if std::fs::rename(entry.path(), &claimed).is_err() {
+            busy = true;
             continue;
         }
         if !check_note(&claimed, cache, warn) {

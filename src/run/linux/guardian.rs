@@ -240,10 +240,14 @@ pub fn check_for_a_dead_run(cache: &Path, sbx: Option<&str>) -> Result<()> {
     // before it is a zombie; checks made in between took its run for a
     // live one and left the planted files to the next run. A minute at
     // most: then they are left to it.
+    // Marked checking first: a run that starts meanwhile (the killed sbx
+    // just reaped) waits for these checks instead of taking the project as
+    // it is while they move files aside.
+    let checking = journal::begin_checking(cache);
     if let Some(key) = sbx {
         journal::wait_until_gone(key, Duration::from_secs(60));
     }
-    let _checking = journal::begin_checking(cache)?;
+    let _checking = checking?;
     let said = std::cell::RefCell::new(Vec::<String>::new());
     let clean = journal::recover_now(cache, &|text| said.borrow_mut().push(text.to_string()));
     let said = said.take();
