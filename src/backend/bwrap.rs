@@ -250,18 +250,9 @@ fn pins(policy: &Policy) -> impl Iterator<Item = &PathBuf> {
         .filter(move |pin| !masked_dirs.iter().any(|d| pin.starts_with(d)))
 }
 
-/// The paths to mask: existing credentials (by their real path) and the
-/// project's `.env` files, shallowest first.
+/// The paths to mask, shallowest first (see [`crate::policy::masked`]).
 pub(crate) fn masks(policy: &Policy) -> Vec<(PathBuf, Kind)> {
-    let mut masks: Vec<(PathBuf, Kind)> = Vec::new();
-    for c in &policy.credentials {
-        if let (Some(real), Kind::Dir | Kind::File) = (&c.real, c.kind) {
-            masks.push((real.clone(), c.kind));
-        }
-    }
-    masks.extend(policy.env_files.iter().map(|p| (p.clone(), Kind::File)));
-    masks.sort_by_key(|(p, _)| p.components().count());
-    masks
+    crate::policy::masked(&policy.credentials, &policy.env_files)
 }
 
 /// Group 6: credential masks, last so nothing can cover them. With

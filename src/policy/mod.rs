@@ -293,6 +293,21 @@ impl Places<'_> {
     }
 }
 
+/// The paths a run masks: existing credentials (by their real path) and
+/// the project's `.env` files, shallowest first. The one list the backends
+/// mask and the pins above them are made from.
+pub(crate) fn masked(credentials: &[Credential], env_files: &[PathBuf]) -> Vec<(PathBuf, Kind)> {
+    let mut masks: Vec<(PathBuf, Kind)> = Vec::new();
+    for c in credentials {
+        if let (Some(real), Kind::Dir | Kind::File) = (&c.real, c.kind) {
+            masks.push((real.clone(), c.kind));
+        }
+    }
+    masks.extend(env_files.iter().map(|p| (p.clone(), Kind::File)));
+    masks.sort_by_key(|(p, _)| p.components().count());
+    masks
+}
+
 /// Resolve the policy for one run (the command is filled in by the caller).
 pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     paths::forget_real_paths();
@@ -375,13 +390,11 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         ));
     }
     if s.filesystem != FsSetting::ReadOnly {
-        let masked: Vec<PathBuf> = credentials
-            .iter()
-            .filter(|c| matches!(c.kind, Kind::Dir | Kind::File))
-            .filter_map(|c| c.real.clone())
-            .chain(dotenv.files.iter().cloned())
+        let paths: Vec<PathBuf> = masked(&credentials, &dotenv.files)
+            .into_iter()
+            .map(|(path, _)| path)
             .collect();
-        later.pin_masked(&masked, &writable);
+        later.pin_masked(&paths, &writable);
     }
     let placeholder = credentials::placeholder(&places, &writable, s.filesystem);
     let shell = environment::shell(s.shell.as_deref());
