@@ -29,6 +29,9 @@ pub struct Checks<'a> {
     /// The run's private git config copies, applied after it, and the
     /// configs they are copies of (in the order of the plan).
     copies: Option<(PathBuf, Vec<&'a GitConfigWatch>)>,
+    /// Whether [`Checks::verify`] removes the copies once applied (see
+    /// [`Checks::leave_copies`]).
+    remove_copies: bool,
     /// An after-the-fact run's copies of the "runs later" paths that exist,
     /// put back after it where the command changed them (see
     /// [`snapshot`]).
@@ -90,6 +93,7 @@ impl<'a> Checks<'a> {
             repositories,
             cache: cache.map(Path::to_path_buf),
             copies,
+            remove_copies: true,
             snapshot: None,
             _note: note,
         })
@@ -167,11 +171,19 @@ impl<'a> Checks<'a> {
                 repositories,
                 cache: Some(cache.to_path_buf()),
                 copies: None,
+                remove_copies: true,
                 snapshot: Some(Held::new(snapshot)),
                 _note: Some(pending),
             });
         }
         unreachable!("the last attempt returns")
+    }
+
+    /// The copies, once applied, are left in place: another process
+    /// removes them (the run's guardian, told the run is done, or else the
+    /// next run), so that the run does not wait for the file system.
+    pub fn leave_copies(&mut self) {
+        self.remove_copies = false;
     }
 
     /// Make the checks once the command has run, then drop the note. False
@@ -208,6 +220,9 @@ impl<'a> Checks<'a> {
         if let Some((dir, configs)) = &self.copies {
             if !super::copies::apply(dir, configs, warn) {
                 clean = false;
+            }
+            if self.remove_copies {
+                super::copies::remove(dir);
             }
         }
         for repositories in &self.repositories {

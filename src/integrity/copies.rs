@@ -21,8 +21,7 @@ use super::identity::GitConfigWatch;
 
 /// The copies directory of this run in `cache`.
 pub fn dir(cache: &Path) -> Option<PathBuf> {
-    let key = super::journal::this_process_key()?;
-    Some(super::journal::dir(cache).join(format!("copies-{key}")))
+    Some(dir_of(cache, &super::journal::this_process_key()?))
 }
 
 /// Make the copies of `configs` (in the order the inner stage mounts them)
@@ -50,7 +49,7 @@ pub fn prepare(dir: &Path, configs: &[&GitConfigWatch]) -> Result<()> {
 /// Apply what the command changed in each copy to the real config: the
 /// everyday settings, through git; every other change is named in a
 /// warning. False when something was refused or could not be applied.
-/// The directory is removed.
+/// The directory is left for the caller to remove ([`remove`]).
 pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bool {
     let mut clean = true;
     // Looked up once, and only when a copy changed.
@@ -102,8 +101,17 @@ pub fn apply(dir: &Path, configs: &[&GitConfigWatch], warn: &dyn Fn(&str)) -> bo
             clean = false;
         }
     }
-    let _ = std::fs::remove_dir_all(dir);
     clean
+}
+
+/// Remove a run's copies directory once they are applied (or of no use).
+pub fn remove(dir: &Path) {
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The copies directory of the run of key `key` (`PID-START`) in `cache`.
+pub fn dir_of(cache: &Path, key: &str) -> PathBuf {
+    super::journal::dir(cache).join(format!("copies-{key}"))
 }
 
 /// What of the change from `before` to `after` (two versions of a config)

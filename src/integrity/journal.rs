@@ -121,6 +121,14 @@ pub fn reclaim(cache: &Path) {
     }
 }
 
+/// Whether `key` has the shape of a run's key (`PID-START`, digits).
+pub fn is_key(key: &str) -> bool {
+    let mut parts = key.split('-');
+    let digits =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    digits(parts.next()) && digits(parts.next()) && parts.next().is_none()
+}
+
 /// `PID-STARTTIME` for a live process, from `/proc/PID/stat` (the state is
 /// field 3 and the start time field 22, after the command name in
 /// parentheses, which may hold spaces). None for a process that is gone,
@@ -351,10 +359,7 @@ fn recover_pass(cache: &Path, mine: &str, reports: bool, warn: &dyn Fn(&str)) ->
         if let Some(key) = name.strip_prefix("copies-") {
             // Only a run's own (`PID-START`); `copies-PER-RUN`, which `sbx
             // profile` names, may be a dry run's, made by hand.
-            let a_runs = key
-                .split('-')
-                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-            if a_runs && dead(key) {
+            if is_key(key) && dead(key) {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
             continue;
@@ -529,6 +534,16 @@ mod tests {
             snapshot: None,
         };
         write(cache, &contents).unwrap()
+    }
+
+    /// Only `PID-START` names a run: a copies directory is never looked
+    /// for under any other name (`copies-PER-RUN` is a dry run's).
+    #[test]
+    fn a_runs_key_is_two_numbers() {
+        assert!(is_key("123-456"));
+        for other in ["PER-RUN", "123", "123-", "-456", "1-2-3", "1/../2-3", "12-3a", ""] {
+            assert!(!is_key(other), "{other}");
+        }
     }
 
     #[test]

@@ -325,7 +325,9 @@ fn apply(c: &GitConfigWatch, after: &[u8], copies: &Path, warn: &dyn Fn(&str)) -
         let _ = aside::remove_any(copies);
         return false;
     }
-    super::copies::apply(copies, &one, warn)
+    let clean = super::copies::apply(copies, &one, warn);
+    super::copies::remove(copies);
+    clean
 }
 
 #[cfg(test)]

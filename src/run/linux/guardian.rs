@@ -12,7 +12,9 @@
 //! checks are made. Lines written before the guardian starts wait in the
 //! pipe. The pipe ends when sbx is gone:
 //!
-//! - `done` came: nothing to do;
+//! - `done` came: sbx's checks are made; the guardian removes the run's
+//!   private git config copies, which sbx applied but left in place so as
+//!   not to wait for the file system before it exits;
 //! - no `done`: sbx died first. The guardian kills every process that holds
 //!   one of those ready pipes and waits until they are gone (the sandbox's
 //!   first process is one: the kernel ends every other process of its PID
@@ -53,6 +55,8 @@ pub struct Guardian {
     cache: std::path::PathBuf,
     /// The pipe's read end, until [`Guardian::launch`] hands it over.
     read: std::cell::RefCell<Option<OwnedFd>>,
+    /// The guardian process was started.
+    launched: std::cell::Cell<bool>,
 }
 
 impl Guardian {
@@ -78,7 +82,7 @@ impl Guardian {
         let Ok(sbx) = std::env::current_exe() else {
             return;
         };
-        let _ = std::process::Command::new(sbx)
+        let spawned = std::process::Command::new(sbx)
             .arg("__guard")
             .arg("--cache")
             .arg(&self.cache)
@@ -87,6 +91,13 @@ impl Guardian {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn();
+        self.launched.set(spawned.is_ok());
+    }
+
+    /// Whether the guardian process was started: then it removes the run's
+    /// config copies once told the run is done.
+    pub fn launched(&self) -> bool {
+        self.launched.get()
     }
 
     /// One line: short, so one write that is never split.
@@ -113,6 +124,7 @@ pub fn prepare(cache: &Path) -> Result<Guardian> {
         tell: write,
         cache: cache.to_path_buf(),
         read: std::cell::RefCell::new(Some(read)),
+        launched: std::cell::Cell::new(false),
     };
     // First, which process sbx is: the guardian waits for it to be gone
     // before its checks (see [`check_for_a_dead_run`]).
@@ -150,6 +162,11 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
     let _ = std::env::set_current_dir("/");
     let told = listen(std::io::stdin().lock());
     if told.done {
+        // Applied by sbx, and left to this process (a run's own key only:
+        // the line is sbx's, but a name is never built from anything else).
+        if let Some(key) = told.sbx.as_deref().filter(|k| journal::is_key(k)) {
+            crate::integrity::copies::remove(&crate::integrity::copies::dir_of(cache, key));
+        }
         return Ok(ExitCode::SUCCESS);
     }
     // sbx is gone without saying it was done: so goes its sandbox.

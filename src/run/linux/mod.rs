@@ -50,7 +50,7 @@ pub fn run_plan(
     let cache = host.cache_dir.as_deref();
     // Written down before the command starts, for the next run to check if
     // this sbx dies before it can (dropped once the checks are done).
-    let checks = Checks::record(policy, cache, plan.copies.as_deref(), false)?;
+    let mut checks = Checks::record(policy, cache, plan.copies.as_deref(), false)?;
     let show_banner = banner::wanted(policy.banner, shell_command);
     let on_started = || {
         if show_banner {
@@ -77,6 +77,11 @@ pub fn run_plan(
     say_if_memory_stopped(policy, group);
     match outcome {
         Ok(Outcome::Exited(code)) => {
+            // Removing the copies can take a millisecond or more right
+            // after a sandbox ends; the guardian does it once told "done".
+            if guardian.as_ref().is_some_and(guardian::Guardian::launched) {
+                checks.leave_copies();
+            }
             // The checks come before the proxy's directory is removed: it
             // may lie in sbx's cache directory, itself watched when in a
             // writable root, and the removal would change its change time

@@ -701,6 +701,17 @@ fn host_config(world: &World, repo: &Path, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// The private config copies are all gone from sbx's cache directory: a
+/// run's guardian removes them once the run is done, so this waits for
+/// that (20 s at most).
+fn assert_copies_gone(world: &World) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !copies_left(world).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(copies_left(world).is_empty(), "{:?}", copies_left(world));
+}
+
 /// The private config copies left in sbx's cache directory.
 fn copies_left(world: &World) -> Vec<String> {
     std::fs::read_dir(world.home.join(".cache/sbx/pending"))
@@ -766,7 +777,7 @@ echo DONE"#,
         ["me@example.invalid"]
     );
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
-    assert!(copies_left(&world).is_empty(), "{:?}", copies_left(&world));
+    assert_copies_gone(&world);
     // One setting that is not everyday stops the run's changes, all of
     // them, named.
     let out = sbx_sh(
@@ -779,7 +790,7 @@ echo DONE"#,
     assert!(stdout(&out).contains("DONE"), "{}", both(&out));
     assert_fsmonitor_refused(&out, &repo.join(".git/config"));
     assert!(host_config(&world, repo, "user.name").is_empty());
-    assert!(copies_left(&world).is_empty(), "{:?}", copies_left(&world));
+    assert_copies_gone(&world);
     host_git(&world, repo);
 }
 
@@ -818,7 +829,7 @@ fn a_killed_runs_config_copy_never_reaches_the_host() {
     let after = std::fs::read_to_string(&config).unwrap();
     assert!(!after.contains("fsmonitor"), "{after}");
     assert!(!after.contains("x@example.invalid"), "{after}");
-    assert!(copies_left(&world).is_empty(), "{:?}", copies_left(&world));
+    assert_copies_gone(&world);
     host_git(&world, &world.project);
 }
 
