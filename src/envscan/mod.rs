@@ -96,6 +96,36 @@ pub struct Found {
 /// walk it from the cache in `cache_dir`, and start a watcher when the walk
 /// was long.
 pub fn walk(project: &Path, cache_dir: Option<&Path>) -> Found {
+    walk_asked(project, cache_dir, None)
+}
+
+/// A question put early to the watcher of a project, or nothing (no
+/// watcher, or a platform without them).
+#[cfg(target_os = "linux")]
+pub type Early = Option<watch::Asked>;
+#[cfg(not(target_os = "linux"))]
+pub type Early = Option<std::convert::Infallible>;
+
+/// Ask the watcher of `project` now, and read its answer in [`walk_asked`].
+pub fn ask_early(project: &Path, cache_dir: Option<&Path>) -> Early {
+    #[cfg(target_os = "linux")]
+    return cache_dir.and_then(|c| watch::Asked::send(project, c));
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (project, cache_dir);
+        None
+    }
+}
+
+/// [`walk`], with the answer to a question put earlier ([`ask_early`])
+/// when it was about `project` and the watcher answered; else as `walk`.
+pub fn walk_asked(project: &Path, cache_dir: Option<&Path>, early: Early) -> Found {
+    #[cfg(target_os = "linux")]
+    if let Some(found) = early.and_then(|asked| asked.answer(project)) {
+        return found;
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = early;
     #[cfg(target_os = "linux")]
     if let Some(found) = cache_dir.and_then(|c| watch::ask(project, c)) {
         return found;

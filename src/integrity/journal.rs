@@ -541,7 +541,9 @@ mod tests {
     #[test]
     fn a_runs_key_is_two_numbers() {
         assert!(is_key("123-456"));
-        for other in ["PER-RUN", "123", "123-", "-456", "1-2-3", "1/../2-3", "12-3a", ""] {
+        for other in [
+            "PER-RUN", "123", "123-", "-456", "1-2-3", "1/../2-3", "12-3a", "",
+        ] {
             assert!(!is_key(other), "{other}");
         }
     }

@@ -121,7 +121,7 @@ const MAX_REMEMBERED: usize = 256;
 /// The scan starts at the outermost repository around the project (below
 /// home): a `.git` planted in a subdirectory must not move the project root
 /// down and leave a `.env` above it unmasked.
-pub(super) fn env_files(places: &Places) -> anyhow::Result<EnvFiles> {
+pub(super) fn env_files(places: &Places, early: crate::envscan::Early) -> anyhow::Result<EnvFiles> {
     if !places.host.scan_env_files {
         return Ok(EnvFiles {
             files: Vec::new(),
@@ -133,7 +133,7 @@ pub(super) fn env_files(places: &Places) -> anyhow::Result<EnvFiles> {
         });
     }
     let scan_root = super::paths::outermost_repository(&places.project, &places.home_real);
-    let found = crate::envscan::walk(&scan_root, places.host.cache_dir.as_deref());
+    let found = crate::envscan::walk_asked(&scan_root, places.host.cache_dir.as_deref(), early);
     let kept = |p: &PathBuf| p.starts_with(&scan_root) || is_users_own_file(p);
     let mut files: Vec<PathBuf> = found.env_files.into_iter().filter(kept).collect();
     files.extend(above(&scan_root, &places.home_real));

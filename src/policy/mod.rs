@@ -318,6 +318,12 @@ pub fn resolve(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
 
 fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     let places = Places::find(host, flags)?;
+    // A watcher answers while the rest is resolved (see `credentials::env_files`).
+    let early = places
+        .host
+        .scan_env_files
+        .then(|| paths::outermost_repository(&places.project, &places.home_real))
+        .and_then(|root| crate::envscan::ask_early(&root, host.cache_dir.as_deref()));
     let files = settings::ConfigFiles::find(&places, flags)?;
     let mut s = settings::Settings::merge(&files, &places, flags)?;
     let mut warnings = std::mem::take(&mut s.warnings);
@@ -342,7 +348,7 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     if restricted {
         later = runs_later::RunsLater::find(&files, &s, &places, &writable)?;
     }
-    let dotenv = credentials::env_files(&places)?;
+    let dotenv = credentials::env_files(&places, early)?;
     let mut other_repositories = Vec::new();
     if restricted {
         other_repositories =

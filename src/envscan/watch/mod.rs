@@ -114,6 +114,38 @@ pub fn ask(root: &Path, cache: &Path) -> Option<Found> {
     Some(found(root, &answer))
 }
 
+/// A question put to a watcher early, its answer read later
+/// ([`Asked::answer`]): the watcher applies its queued events and answers
+/// while sbx resolves the rest of the policy.
+pub struct Asked {
+    root: PathBuf,
+    stream: std::os::unix::net::UnixStream,
+}
+
+impl Asked {
+    /// Ask the watcher of `root`, if there is one; `None` when there is no
+    /// watcher to ask.
+    pub fn send(root: &Path, cache: &Path) -> Option<Asked> {
+        if Mode::from_env() == Mode::Off {
+            return None;
+        }
+        let place = Place::of(cache, root)?;
+        Some(Asked {
+            root: root.to_path_buf(),
+            stream: client::send(&place.socket, root)?,
+        })
+    }
+
+    /// The answer, as a walk's result, when it was asked about `root`.
+    pub fn answer(self, root: &Path) -> Option<Found> {
+        if self.root != root {
+            return None;
+        }
+        let answer = client::receive(self.stream)?;
+        Some(found(root, &answer))
+    }
+}
+
 /// Set for the commands that start no watcher (`sbx profile`, `sbx
 /// check`: a dry run leaves no process behind); they still ask one.
 static NO_START: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -291,6 +323,12 @@ pub mod client {
 
     /// Ask the watcher listening on `socket` about `root`.
     pub fn ask(socket: &Path, root: &Path) -> Option<Answer> {
+        receive(send(socket, root)?)
+    }
+
+    /// Put the question about `root` to the watcher listening on `socket`;
+    /// the stream to read its answer from ([`receive`]).
+    pub fn send(socket: &Path, root: &Path) -> Option<UnixStream> {
         // Not blocking: a listener whose queue is full (flooded) refuses at
         // once, rather than holding sbx.
         let fd = socket::socket(
@@ -316,6 +354,11 @@ pub mod client {
         stream.set_read_timeout(Some(ANSWER_WITHIN)).ok()?;
         stream.set_write_timeout(Some(ANSWER_WITHIN)).ok()?;
         stream.write_all(&question(root)).ok()?;
+        Some(stream)
+    }
+
+    /// The watcher's answer on a stream [`send`] returned.
+    pub fn receive(mut stream: UnixStream) -> Option<Answer> {
         let deadline = std::time::Instant::now() + ANSWER_WITHIN;
         let mut bytes = Vec::new();
         let mut limited = (&mut stream).take(MAX_ANSWER + 1);
