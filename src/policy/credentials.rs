@@ -209,13 +209,13 @@ fn runs_here(places: &Places) -> (Option<PathBuf>, Vec<PathBuf>) {
         .host
         .self_exe
         .as_deref()
-        .and_then(|e| std::fs::canonicalize(e).ok());
+        .and_then(super::paths::real);
     let path_dirs = places
         .host
         .var("PATH")
         .map(|path| {
             std::env::split_paths(&path)
-                .filter_map(|d| std::fs::canonicalize(d).ok())
+                .filter_map(|d| super::paths::real(&d))
                 .collect()
         })
         .unwrap_or_default();
