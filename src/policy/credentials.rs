@@ -205,11 +205,7 @@ pub(super) fn env_files(places: &Places, early: crate::envscan::Early) -> anyhow
 /// `PATH` (the programs the sandbox runs), by real path. Resolved only when
 /// there is something to mask, once per run.
 fn runs_here(places: &Places) -> (Option<PathBuf>, Vec<PathBuf>) {
-    let sbx = places
-        .host
-        .self_exe
-        .as_deref()
-        .and_then(super::paths::real);
+    let sbx = places.host.self_exe.as_deref().and_then(super::paths::real);
     let path_dirs = places
         .host
         .var("PATH")

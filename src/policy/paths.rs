@@ -1,7 +1,7 @@
 //! Paths as the host has them: real paths (remembered during one
 //! resolution), the project root, and the system paths of read-only mode.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::lists::SYSTEM_PATHS;
 use super::{Host, Kind, Platform, SystemPath};
@@ -15,22 +15,119 @@ use crate::config::FsSetting;
 /// 250 `readlink` calls per run. A path with `.` or `..` goes to the system's
 /// `realpath` (a `..` after a symlink must climb the physical tree).
 pub(super) fn real(p: &Path) -> Option<PathBuf> {
-    let plain = p.is_absolute()
-        && p.components()
-            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    if !plain {
+    if !plain(p) {
         return std::fs::canonicalize(p).ok();
     }
     REAL_MEMO.with(|memo| resolve_memo(&mut memo.borrow_mut(), p, 0))
 }
 
+/// An absolute path without `.` or `..` (byte by byte: parsing its
+/// components cost more than the lookups it guards).
+fn plain(p: &Path) -> bool {
+    let bytes = p.as_os_str().as_encoded_bytes();
+    bytes.first() == Some(&b'/')
+        && bytes
+            .split(|&b| b == b'/')
+            .all(|part| part != b"." && part != b"..")
+}
+
+/// `p.starts_with(root)`, byte by byte when both are normal absolute paths
+/// (as resolution makes them: no `.`, `..`, `//` or trailing `/`), where the
+/// answer is the same; by components otherwise.
+#[cfg(test)]
+fn within(p: &Path, root: &Path) -> bool {
+    Roots::new([root]).find(p).is_some()
+}
+
+/// Directories (the writable roots) to find a path's place among, many
+/// times: `Path::starts_with` parses both paths' components each time, and
+/// was a tenth of sbx's own work in resolution.
+pub(super) struct Roots<'a> {
+    roots: Vec<(&'a Path, bool)>,
+}
+
+impl<'a> Roots<'a> {
+    pub(super) fn new(roots: impl IntoIterator<Item = &'a Path>) -> Roots<'a> {
+        Roots {
+            roots: roots.into_iter().map(|r| (r, normal(r))).collect(),
+        }
+    }
+
+    /// The first root `p` lies in (or is), as `Path::starts_with` tells.
+    pub(super) fn find(&self, p: &Path) -> Option<&'a Path> {
+        let p_normal = normal(p);
+        let pb = p.as_os_str().as_encoded_bytes();
+        self.roots.iter().find_map(|&(root, root_normal)| {
+            let inside = if p_normal && root_normal {
+                let rb = root.as_os_str().as_encoded_bytes();
+                pb.starts_with(rb)
+                    && (pb.len() == rb.len() || rb == b"/" || pb.get(rb.len()) == Some(&b'/'))
+            } else {
+                p.starts_with(root)
+            };
+            inside.then_some(root)
+        })
+    }
+}
+
+/// An absolute path in normal form: `/`, or `/` followed by names that are
+/// neither empty, `.` nor `..`, one `/` between each.
+fn normal(p: &Path) -> bool {
+    let bytes = p.as_os_str().as_encoded_bytes();
+    if bytes == b"/" {
+        return true;
+    }
+    if bytes.first() != Some(&b'/') {
+        return false;
+    }
+    // The length of the name being read, and whether it is all dots.
+    let (mut len, mut dots) = (0usize, true);
+    for &b in &bytes[1..] {
+        if b == b'/' {
+            if len == 0 || (dots && len <= 2) {
+                return false;
+            }
+            (len, dots) = (0, true);
+        } else {
+            len += 1;
+            dots &= b == b'.';
+        }
+    }
+    len > 0 && !(dots && len <= 2)
+}
+
+/// FNV-1a, for the memories below: their keys are this run's own paths,
+/// a few hundred, and the standard hasher was a tenth of sbx's own work.
+#[derive(Default)]
+pub(super) struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type Memo<V> = std::collections::HashMap<std::ffi::OsString, V, std::hash::BuildHasherDefault<Fnv>>;
+
 /// What [`real`] found for each path, keyed by the path's bytes (hashing a
 /// `Path` walks its components, which cost more than the lookups it saves).
-type RealMemo = std::collections::HashMap<std::ffi::OsString, Option<PathBuf>>;
+type RealMemo = Memo<Option<PathBuf>>;
 
 thread_local! {
     static REAL_MEMO: std::cell::RefCell<RealMemo> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+        std::cell::RefCell::new(RealMemo::default());
 }
 
 /// Forget what [`real`] and [`lstat`] remembered (at the start and the end
@@ -41,22 +138,18 @@ pub(super) fn forget_real_paths() {
 }
 
 /// What [`lstat`] found for each path, keyed like [`RealMemo`].
-type LstatMemo =
-    std::collections::HashMap<std::ffi::OsString, Result<std::fs::Metadata, std::io::ErrorKind>>;
+type LstatMemo = Memo<Result<std::fs::Metadata, std::io::ErrorKind>>;
 
 thread_local! {
     static LSTAT_MEMO: std::cell::RefCell<LstatMemo> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+        std::cell::RefCell::new(LstatMemo::default());
 }
 
 /// `lstat(p)`, looked at once per resolution: the steps ask about the same
 /// paths (`.git` alone about 25 times per run), and each asked the kernel
 /// again. A path with `.` or `..` is not remembered.
 pub(super) fn lstat_result(p: &Path) -> Result<std::fs::Metadata, std::io::ErrorKind> {
-    let plain = p.is_absolute()
-        && p.components()
-            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    if !plain {
+    if !plain(p) {
         return std::fs::symlink_metadata(p).map_err(|e| e.kind());
     }
     if let Some(known) = LSTAT_MEMO.with(|memo| memo.borrow().get(p.as_os_str()).cloned()) {
@@ -89,10 +182,7 @@ pub(super) fn stat(p: &Path) -> Option<std::fs::Metadata> {
 /// Tell [`real`] that nothing is at `p` (an `lstat` just said so), so that
 /// resolving it costs no second look.
 pub(super) fn note_missing(p: &Path) {
-    let plain = p.is_absolute()
-        && p.components()
-            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    if plain {
+    if plain(p) {
         REAL_MEMO.with(|memo| {
             memo.borrow_mut().insert(p.as_os_str().to_owned(), None);
         });
@@ -100,12 +190,12 @@ pub(super) fn note_missing(p: &Path) {
 }
 
 fn resolve_memo(memo: &mut RealMemo, p: &Path, depth: u32) -> Option<PathBuf> {
-    let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
-        return Some(p.to_path_buf()); // the root
-    };
     if let Some(known) = memo.get(p.as_os_str()) {
         return known.clone();
     }
+    let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+        return Some(p.to_path_buf()); // the root
+    };
     let parent = resolve_memo(memo, parent, depth)?;
     let candidate = parent.join(name);
     let result = match lstat(&candidate) {
@@ -115,10 +205,7 @@ fn resolve_memo(memo: &mut RealMemo, p: &Path, depth: u32) -> Option<PathBuf> {
             _ if depth > 40 => std::fs::canonicalize(&candidate).ok(),
             Ok(target) => {
                 let joined = parent.join(target);
-                let plain = joined
-                    .components()
-                    .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-                if plain {
+                if plain(&joined) {
                     resolve_memo(memo, &joined, depth + 1)
                 } else {
                     std::fs::canonicalize(&joined).ok()
@@ -241,6 +328,24 @@ fn developer_dirs(host: &Host) -> Vec<SystemPath> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte-wise `within` answers as `Path::starts_with` does.
+    #[test]
+    fn within_answers_as_starts_with() {
+        let paths = [
+            "/", "/a", "/a/b", "/ab", "/a/bc", "/a/b/c", "/a/", "/a//b", "/a/./b", "/a/../b", "a",
+            "a/b", "", "/a/b/", "/.", "/..",
+        ];
+        for p in paths {
+            for r in paths {
+                assert_eq!(
+                    within(Path::new(p), Path::new(r)),
+                    Path::new(p).starts_with(r),
+                    "{p} within {r}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn remembered_real_paths_agree_with_realpath() {

@@ -119,8 +119,9 @@ impl RunsLater {
         places: &Places,
         writable: &[PathBuf],
     ) -> Result<()> {
+        let roots = super::paths::Roots::new(writable.iter().map(PathBuf::as_path));
         for c in candidates {
-            self.add(&c, &layout, places, writable)?;
+            self.add(&c, &layout, places, &roots)?;
         }
         self.layout = layout;
         self.pins.sort_by_key(|p| p.components().count());
@@ -148,9 +149,9 @@ impl RunsLater {
         c: &Path,
         layout: &GitLayout,
         places: &Places,
-        writable: &[PathBuf],
+        roots: &super::paths::Roots<'_>,
     ) -> Result<()> {
-        let in_writable = |p: &Path| writable.iter().find(|w| p.starts_with(w)).cloned();
+        let in_writable = |p: &Path| roots.find(p).map(Path::to_path_buf);
         let meta = super::paths::lstat_result(c);
         if meta
             .as_ref()
