@@ -304,7 +304,7 @@ pub(crate) fn masked(credentials: &[Credential], env_files: &[PathBuf]) -> Vec<(
         }
     }
     masks.extend(env_files.iter().map(|p| (p.clone(), Kind::File)));
-    masks.sort_by_key(|(p, _)| p.components().count());
+    masks.sort_by_cached_key(|(p, _)| p.components().count());
     masks
 }
 

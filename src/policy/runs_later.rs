@@ -124,8 +124,9 @@ impl RunsLater {
             self.add(&c, &layout, places, &roots)?;
         }
         self.layout = layout;
-        self.pins.sort_by_key(|p| p.components().count());
-        self.protected.sort_by_key(|p| p.path.components().count());
+        self.pins.sort_by_cached_key(|p| p.components().count());
+        self.protected
+            .sort_by_cached_key(|p| p.path.components().count());
         Ok(())
     }
 
@@ -140,7 +141,7 @@ impl RunsLater {
                 pin_parents(&mut self.pins, file, root, false);
             }
         }
-        self.pins.sort_by_key(|p| p.components().count());
+        self.pins.sort_by_cached_key(|p| p.components().count());
     }
 
     /// Protect one candidate, if it lies inside a writable root.

@@ -154,7 +154,7 @@ fn narrowed(
 
 /// Shallowest first, and none inside another.
 fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
-    paths.sort_by_key(|p| p.components().count());
+    paths.sort_by_cached_key(|p| p.components().count());
     let mut roots: Vec<PathBuf> = Vec::new();
     for p in paths {
         if !roots.iter().any(|r| p.starts_with(r)) {
@@ -209,7 +209,7 @@ pub(super) fn with_tool_caches(
             caches.push((var.to_string(), dir, file.map(str::to_string)));
         }
     }
-    writable.sort_by_key(|p| p.components().count());
+    writable.sort_by_cached_key(|p| p.components().count());
     (writable, caches)
 }
 
