@@ -121,15 +121,18 @@ pub fn ask_early(project: &Path, cache_dir: Option<&Path>) -> Early {
 /// when it was about `project` and the watcher answered; else as `walk`.
 pub fn walk_asked(project: &Path, cache_dir: Option<&Path>, early: Early) -> Found {
     #[cfg(target_os = "linux")]
-    if let Some(found) = early.and_then(|asked| asked.answer(project)) {
-        return found;
+    match early.and_then(|asked| asked.answer(project)) {
+        Some(Some(found)) => return found,
+        // Asked, and no answer: walk.
+        Some(None) => {}
+        None => {
+            if let Some(found) = cache_dir.and_then(|c| watch::ask(project, c)) {
+                return found;
+            }
+        }
     }
     #[cfg(not(target_os = "linux"))]
     let _ = early;
-    #[cfg(target_os = "linux")]
-    if let Some(found) = cache_dir.and_then(|c| watch::ask(project, c)) {
-        return found;
-    }
     let (env_files, stats) = scan(project, cache_dir, now_ns());
     #[cfg(target_os = "linux")]
     if let Some(cache) = cache_dir {

@@ -136,13 +136,14 @@ impl Asked {
         })
     }
 
-    /// The answer, as a walk's result, when it was asked about `root`.
-    pub fn answer(self, root: &Path) -> Option<Found> {
+    /// The answer, as a walk's result, when it was asked about `root`:
+    /// `None` when it was asked about another root (ask again), `Some(None)`
+    /// when it gave no answer (walk: asking again could wait as long).
+    pub fn answer(self, root: &Path) -> Option<Option<Found>> {
         if self.root != root {
             return None;
         }
-        let answer = client::receive(self.stream)?;
-        Some(found(root, &answer))
+        Some(client::receive(self.stream).map(|answer| found(root, &answer)))
     }
 }
 
