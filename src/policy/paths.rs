@@ -98,8 +98,20 @@ fn normal(p: &Path) -> bool {
 
 /// FNV-1a, for the memories below: their keys are this run's own paths,
 /// a few hundred, and the standard hasher was a tenth of sbx's own work.
-#[derive(Default)]
+/// Its starting value is drawn once per process, so that names chosen in
+/// a repository (submodule directories) cannot be made to collide ahead of
+/// time.
 pub(super) struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        Fnv(*SEED.get_or_init(|| {
+            use std::hash::BuildHasher;
+            std::collections::hash_map::RandomState::new().hash_one(0xcbf2_9ce4_8422_2325u64)
+        }))
+    }
+}
 
 impl std::hash::Hasher for Fnv {
     fn finish(&self) -> u64 {
@@ -107,15 +119,9 @@ impl std::hash::Hasher for Fnv {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
         for &b in bytes {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
-        self.0 = h;
     }
 }
 
@@ -189,11 +195,29 @@ pub(super) fn note_missing(p: &Path) {
     }
 }
 
+/// `(p.parent(), p.file_name())` of a [`plain`] path, byte by byte
+/// (`None` for the root); parsing components from the end was a tenth of
+/// sbx's own work.
+fn split_plain(p: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = p.as_os_str().as_encoded_bytes();
+    let end = bytes.iter().rposition(|&b| b != b'/')? + 1;
+    let start = bytes[..end].iter().rposition(|&b| b == b'/')? + 1;
+    let mut parent_end = start;
+    while parent_end > 1 && bytes[parent_end - 1] == b'/' {
+        parent_end -= 1;
+    }
+    Some((
+        Path::new(std::ffi::OsStr::from_bytes(&bytes[..parent_end])),
+        std::ffi::OsStr::from_bytes(&bytes[start..end]),
+    ))
+}
+
 fn resolve_memo(memo: &mut RealMemo, p: &Path, depth: u32) -> Option<PathBuf> {
     if let Some(known) = memo.get(p.as_os_str()) {
         return known.clone();
     }
-    let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+    let Some((parent, name)) = split_plain(p) else {
         return Some(p.to_path_buf()); // the root
     };
     let parent = resolve_memo(memo, parent, depth)?;
@@ -328,6 +352,27 @@ fn developer_dirs(host: &Host) -> Vec<SystemPath> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Splitting a plain path gives what `parent` and `file_name` give.
+    #[test]
+    fn split_plain_answers_as_parent_and_file_name() {
+        for p in [
+            "/",
+            "//",
+            "/a",
+            "/a/",
+            "/a/b",
+            "/a/b/",
+            "/a//b",
+            "//a",
+            "/a/b//",
+            "/ab/cd/ef",
+        ] {
+            let p = Path::new(p);
+            let std = p.parent().zip(p.file_name());
+            assert_eq!(split_plain(p), std, "{}", p.display());
+        }
+    }
 
     /// The byte-wise `within` answers as `Path::starts_with` does.
     #[test]
