@@ -371,6 +371,9 @@ pub fn nothing_changes_on_the_host_but_allowed_writes<R: Runner>(
         ),
     );
     assert_no_secret(&out);
+    // The run's config copies are removed by its guardian, a moment after
+    // sbx exits.
+    util::wait_until_config_copies_are_removed(&world.home);
     let after = snapshot(&world.root);
     let changes = diff(&before, &after);
     // Reduced mode (Linux, no mounts) leaves the whole project writable,

@@ -216,6 +216,29 @@ fn sbx_under(wrapper: u32) -> Option<u32> {
     })
 }
 
+/// The private git config copies runs left in the sbx cache of `home`.
+pub fn config_copies_left(home: &Path) -> Vec<String> {
+    std::fs::read_dir(home.join(".cache/sbx/pending"))
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("copies-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Wait (for a minute at most) until no run's config copies are left in
+/// the sbx cache of `home`: a run's guardian removes them once sbx is done,
+/// a moment after sbx has exited. What is left then is returned.
+pub fn wait_until_config_copies_are_removed(home: &Path) -> Vec<String> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < DEADLINE && !config_copies_left(home).is_empty() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    config_copies_left(home)
+}
+
 /// Whether the suite runs sbx in the container-like place
 /// (`SBX_TEST_CONTAINED=1`).
 pub fn contained() -> bool {

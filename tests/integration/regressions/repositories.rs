@@ -703,25 +703,15 @@ fn host_config(world: &World, repo: &Path, key: &str) -> Vec<String> {
 
 /// The private config copies are all gone from sbx's cache directory: a
 /// run's guardian removes them once the run is done, so this waits for
-/// that (20 s at most).
+/// that.
 fn assert_copies_gone(world: &World) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !copies_left(world).is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(copies_left(world).is_empty(), "{:?}", copies_left(world));
+    let left = util::wait_until_config_copies_are_removed(&world.home);
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// The private config copies left in sbx's cache directory.
 fn copies_left(world: &World) -> Vec<String> {
-    std::fs::read_dir(world.home.join(".cache/sbx/pending"))
-        .map(|dir| {
-            dir.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("copies-"))
-                .collect()
-        })
-        .unwrap_or_default()
+    util::config_copies_left(&world.home)
 }
 
 /// `.git/config` was read-only: `git remote add`, `git switch -c --track`,
