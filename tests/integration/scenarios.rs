@@ -355,6 +355,9 @@ pub fn nothing_changes_on_the_host_but_allowed_writes<R: Runner>(
     std::fs::remove_dir_all(world.home.join(".kube")).unwrap();
     std::fs::remove_file(world.home.join(".netrc")).unwrap();
     prepare();
+    // A run in `prepare` leaves its config copies to its guardian, which
+    // removes them a moment after sbx exits: not part of the picture.
+    util::wait_until_config_copies_are_removed(&world.home);
     let before = snapshot(&world.root);
     let out = r.run_sh(
         world,
