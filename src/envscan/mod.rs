@@ -96,38 +96,53 @@ pub struct Found {
 /// walk it from the cache in `cache_dir`, and start a watcher when the walk
 /// was long.
 pub fn walk(project: &Path, cache_dir: Option<&Path>) -> Found {
-    walk_asked(project, cache_dir, None)
+    walk_asked(project, cache_dir, Early::NotAsked)
 }
 
-/// A question put early to the watcher of a project, or nothing (no
-/// watcher, or a platform without them).
-#[cfg(target_os = "linux")]
-pub type Early = Option<watch::Asked>;
-#[cfg(not(target_os = "linux"))]
-pub type Early = Option<std::convert::Infallible>;
+/// What became of a question put early to the watcher of a project.
+pub enum Early {
+    /// None was put: the watcher is asked when the answer is needed.
+    NotAsked,
+    /// No watcher of this root could be asked (none listens, or watchers
+    /// are off): walk, without trying again.
+    NoWatcher(#[cfg_attr(not(target_os = "linux"), allow(dead_code))] PathBuf),
+    /// Put; the answer is read when needed.
+    #[cfg(target_os = "linux")]
+    Asked(watch::Asked),
+}
 
 /// Ask the watcher of `project` now, and read its answer in [`walk_asked`].
 pub fn ask_early(project: &Path, cache_dir: Option<&Path>) -> Early {
+    let Some(cache) = cache_dir else {
+        return Early::NotAsked;
+    };
     #[cfg(target_os = "linux")]
-    return cache_dir.and_then(|c| watch::Asked::send(project, c));
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = (project, cache_dir);
-        None
+    if let Some(asked) = watch::Asked::send(project, cache) {
+        return Early::Asked(asked);
     }
+    let _ = cache;
+    Early::NoWatcher(project.to_path_buf())
 }
 
 /// [`walk`], with the answer to a question put earlier ([`ask_early`])
 /// when it was about `project` and the watcher answered; else as `walk`.
 pub fn walk_asked(project: &Path, cache_dir: Option<&Path>, early: Early) -> Found {
     #[cfg(target_os = "linux")]
-    match early.and_then(|asked| asked.answer(project)) {
-        Some(Some(found)) => return found,
-        // Asked, and no answer: walk.
-        Some(None) => {}
-        None => {
-            if let Some(found) = cache_dir.and_then(|c| watch::ask(project, c)) {
-                return found;
+    {
+        let answer = match early {
+            Early::Asked(asked) => asked.answer(project),
+            Early::NoWatcher(root) if root == project => Some(None),
+            _ => None,
+        };
+        match answer {
+            Some(Some(found)) => return found,
+            // Asked, and no answer (or no watcher to ask): walk.
+            Some(None) => {}
+            // Not asked about this root.
+            None => {
+                if let Some(found) = cache_dir.and_then(|c| watch::ask(project, c)) {
+                    return found;
+                }
             }
         }
     }

@@ -323,7 +323,9 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         .host
         .scan_env_files
         .then(|| paths::outermost_repository(&places.project, &places.home_real))
-        .and_then(|root| crate::envscan::ask_early(&root, host.cache_dir.as_deref()));
+        .map_or(crate::envscan::Early::NotAsked, |root| {
+            crate::envscan::ask_early(&root, host.cache_dir.as_deref())
+        });
     let files = settings::ConfigFiles::find(&places, flags)?;
     let mut s = settings::Settings::merge(&files, &places, flags)?;
     let mut warnings = std::mem::take(&mut s.warnings);
