@@ -24,11 +24,33 @@ pub(super) fn real(p: &Path) -> Option<PathBuf> {
 /// An absolute path without `.` or `..` (byte by byte: parsing its
 /// components cost more than the lookups it guards).
 fn plain(p: &Path) -> bool {
+    shape(p).is_some()
+}
+
+/// An absolute path in normal form: [`plain`], and `/` alone or `/`
+/// followed by names, one `/` between each (no `//`, no trailing `/`).
+fn normal(p: &Path) -> bool {
+    shape(p) == Some(true)
+}
+
+/// `None` for a path that is not [`plain`]; else whether it is [`normal`].
+/// One pass over the bytes.
+fn shape(p: &Path) -> Option<bool> {
     let bytes = p.as_os_str().as_encoded_bytes();
-    bytes.first() == Some(&b'/')
-        && bytes
-            .split(|&b| b == b'/')
-            .all(|part| part != b"." && part != b"..")
+    let rest = bytes.strip_prefix(b"/")?;
+    if rest.is_empty() {
+        return Some(true);
+    }
+    // Each name between two `/` (the last one ends the path): `.` and `..`
+    // are not plain, an empty one (`//`, a trailing `/`) is not normal.
+    let mut normal = true;
+    for name in rest.split(|&b| b == b'/') {
+        if name == b"." || name == b".." {
+            return None;
+        }
+        normal &= !name.is_empty();
+    }
+    Some(normal)
 }
 
 /// `p.starts_with(root)`, byte by byte when both are normal absolute paths
@@ -68,32 +90,6 @@ impl<'a> Roots<'a> {
             inside.then_some(root)
         })
     }
-}
-
-/// An absolute path in normal form: `/`, or `/` followed by names that are
-/// neither empty, `.` nor `..`, one `/` between each.
-fn normal(p: &Path) -> bool {
-    let bytes = p.as_os_str().as_encoded_bytes();
-    if bytes == b"/" {
-        return true;
-    }
-    if bytes.first() != Some(&b'/') {
-        return false;
-    }
-    // The length of the name being read, and whether it is all dots.
-    let (mut len, mut dots) = (0usize, true);
-    for &b in &bytes[1..] {
-        if b == b'/' {
-            if len == 0 || (dots && len <= 2) {
-                return false;
-            }
-            (len, dots) = (0, true);
-        } else {
-            len += 1;
-            dots &= b == b'.';
-        }
-    }
-    len > 0 && !(dots && len <= 2)
 }
 
 /// FNV-1a, for the memories below: their keys are this run's own paths,
@@ -371,6 +367,29 @@ mod tests {
             let p = Path::new(p);
             let std = p.parent().zip(p.file_name());
             assert_eq!(split_plain(p), std, "{}", p.display());
+        }
+    }
+
+    /// `plain` and `normal` tell the shapes they name.
+    #[test]
+    fn plain_and_normal_paths() {
+        for (p, plain_, normal_) in [
+            ("/", true, true),
+            ("/a", true, true),
+            ("/a/b", true, true),
+            ("/a/", true, false),
+            ("/a//b", true, false),
+            ("//", true, false),
+            ("/.a/..b/...", true, true),
+            ("/a/./b", false, false),
+            ("/a/../b", false, false),
+            ("/.", false, false),
+            ("/a/..", false, false),
+            ("a/b", false, false),
+            ("", false, false),
+        ] {
+            assert_eq!(plain(Path::new(p)), plain_, "plain {p}");
+            assert_eq!(normal(Path::new(p)), normal_, "normal {p}");
         }
     }
 

@@ -709,11 +709,6 @@ fn assert_copies_gone(world: &World) {
     assert!(left.is_empty(), "{left:?}");
 }
 
-/// The private config copies left in sbx's cache directory.
-fn copies_left(world: &World) -> Vec<String> {
-    util::config_copies_left(&world.home)
-}
-
 /// `.git/config` was read-only: `git remote add`, `git switch -c --track`,
 /// `git config --local` failed with git's "Device or resource busy". They
 /// now write a private copy, and after the run the everyday settings reach
@@ -806,7 +801,11 @@ fn a_killed_runs_config_copy_never_reaches_the_host() {
     // the run (its banner, checked below, says so) and put back after.
     if !util::contained() {
         assert!(!during.contains("fsmonitor"), "{during}");
-        assert_eq!(copies_left(&world).len(), 1, "the scenario did not happen");
+        assert_eq!(
+            util::config_copies_left(&world.home).len(),
+            1,
+            "the scenario did not happen"
+        );
     }
     let _ = Command::new("kill")
         .args(["-KILL", &child.id().to_string()])
