@@ -400,7 +400,10 @@ fn a_mount_inside_the_project_makes_sbx_walk() {
 
     // A mount made outside, moved in, then removed: the move changes no
     // mount table entry the watcher is told of, so the watcher refuses any
-    // directory on another mount than the root's.
+    // directory on another mount than the root's. It must end while the
+    // mount is still there: once it is removed, a watcher that only now
+    // reads the move sees the plain directory and its `.env`, rightly stays,
+    // and would prove nothing.
     let pid = wait_for_watcher(&world);
     let outside = world.root.join("outside");
     util::write(&outside.join("m/sub/.env"), SECRET);
@@ -416,12 +419,13 @@ fn a_mount_inside_the_project_makes_sbx_walk() {
     assert!(status.success());
     let moved = world.project.join("m");
     std::fs::rename(outside.join("m"), &moved).unwrap();
+    let _unmount = Unmount(moved.join("sub"));
+    wait_until_gone(pid);
     let status = Command::new("umount")
         .arg(moved.join("sub"))
         .status()
         .unwrap();
     assert!(status.success());
-    wait_until_gone(pid);
     assert_masked(&world, WATCH, &["m/sub/.env"]);
 }
 
