@@ -173,7 +173,7 @@ pub fn start(root: &Path, cache: &Path, dirs: usize) {
     let Some(place) = Place::of(cache, root) else {
         return;
     };
-    if recently_off(&place) || daemon::running(&place) {
+    if recently_off(&place) || daemon::running(&place) || starting(root) {
         return;
     }
     let Ok(sbx) = std::env::current_exe() else {
@@ -199,25 +199,34 @@ pub fn start(root: &Path, cache: &Path, dirs: usize) {
     // [`settle`]). Two runs that start one each leave one watcher: the
     // second finds the first's lock.
     if let Ok(child) = cmd.spawn() {
-        *STARTING
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(child);
+        starting_now().push((root.to_path_buf(), child));
     }
 }
 
-/// The first process of the watcher this run started, until waited for.
-static STARTING: std::sync::Mutex<Option<std::process::Child>> = std::sync::Mutex::new(None);
+/// The first process of each watcher this run started (one per tree: a
+/// run may walk the project and another writable root), until waited for.
+static STARTING: std::sync::Mutex<Vec<(PathBuf, std::process::Child)>> =
+    std::sync::Mutex::new(Vec::new());
 
-/// Wait for the first process of the watcher this run started, if any
-/// (it ends at once): before sbx becomes a child subreaper (the watcher
-/// would be handed to sbx, and end with the run's leftovers) and before sbx
-/// execs a command (which would inherit it as a child).
-pub fn settle() {
-    let child = STARTING
+fn starting_now() -> std::sync::MutexGuard<'static, Vec<(PathBuf, std::process::Child)>> {
+    STARTING
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take();
-    if let Some(mut child) = child {
+}
+
+/// Whether this run has already started a watcher for `root` (a second
+/// walk of the same tree in one run, before that watcher holds its lock).
+fn starting(root: &Path) -> bool {
+    starting_now().iter().any(|(r, _)| r == root)
+}
+
+/// Wait for the first process of every watcher this run started (each
+/// ends at once): before sbx becomes a child subreaper (a watcher would be
+/// handed to sbx, and end with the run's leftovers) and before sbx execs a
+/// command (which would inherit them as children).
+pub fn settle() {
+    let children = std::mem::take(&mut *starting_now());
+    for (_, mut child) in children {
         let _ = child.wait();
     }
 }
