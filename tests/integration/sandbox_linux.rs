@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::host::{
     assert_line, assert_no_line_starting, assert_no_secret, both, kill_all, secret_files, shq,
-    shq_path, snapshot, started_until, stdout, tcp_listener, tcp_received, tool, unique,
+    shq_path, snapshot, started_until, stderr, stdout, tcp_listener, tcp_received, tool, unique,
     unix_listener, unix_received, SocketFile, PY_UNIX_CONNECT,
 };
 use crate::require_sandbox;

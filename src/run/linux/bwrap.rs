@@ -36,6 +36,9 @@ pub struct Start<'a> {
     pub guardian: Option<&'a super::guardian::Guardian>,
     /// The run's own cgroup (`max_memory`), where the sandbox is born.
     pub group: Option<&'a super::cgroup::RunGroup>,
+    /// The directories of the masked paths, watched for the host's changes
+    /// (the run is stopped when one lifts a mask).
+    pub masks: Option<&'a super::mask_watch::MaskWatch>,
 }
 
 /// Run the plan as a child of sbx and wait for it, forwarding signals.
@@ -81,7 +84,7 @@ pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
         no_copies: None,
         refused: None,
     };
-    let code = wait(pid, &signals, &mut ready, start.on_started)?;
+    let code = wait(pid, &signals, &mut ready, start)?;
     // The byte is written before the command starts, so once bubblewrap
     // has exited it is in the pipe if the sandbox ever came up: never decide
     // "not started" without this last look (a command that ran must never
@@ -153,8 +156,10 @@ struct Ready {
 }
 
 /// Wait for bubblewrap to exit, passing signals on and noting the byte on
-/// the ready pipe when it comes; bubblewrap's exit status.
-fn wait(pid: Pid, signals: &SignalFd, ready: &mut Ready, on_started: &dyn Fn()) -> Result<i32> {
+/// the ready pipe when it comes; bubblewrap's exit status. Once the sandbox
+/// is up, a change on the host that lifts a mask stops it (bubblewrap is
+/// killed, and the sandbox with it).
+fn wait(pid: Pid, signals: &SignalFd, ready: &mut Ready, start: &Start) -> Result<i32> {
     loop {
         if let Some(code) = reap(pid, false)? {
             // Catches a child that ended before its SIGCHLD could be routed.
@@ -164,15 +169,31 @@ fn wait(pid: Pid, signals: &SignalFd, ready: &mut Ready, on_started: &dyn Fn()) 
         if let Some(r) = &ready.watched {
             fds.push(PollFd::new(r.as_fd(), PollFlags::POLLIN));
         }
+        // Only once the masks are in place: what changed before is queued,
+        // and read then.
+        let masks = start
+            .masks
+            .filter(|m| ready.started && m.stopped_for().is_none());
+        if let Some(m) = masks {
+            fds.push(PollFd::new(m.fd(), PollFlags::POLLIN));
+        }
         match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(e).context("waiting for the sandbox"),
         }
-        let ready_event = fds
-            .get(1)
-            .and_then(|f| f.revents())
-            .is_some_and(|r| !r.is_empty());
-        let signal_event = fds[0].revents().is_some_and(|r| !r.is_empty());
+        let event = |i: usize| {
+            fds.get(i)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty())
+        };
+        let ready_event = ready.watched.is_some() && event(1);
+        let signal_event = event(0);
+        if let Some(m) = masks.filter(|_| event(fds.len() - 1)) {
+            if let Some(why) = m.lifted() {
+                m.stop(why);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
         if ready_event {
             // Stop watching, but keep the read end open until bubblewrap
             // exits: the inner stage holds the write end as its lifeline.
@@ -180,7 +201,7 @@ fn wait(pid: Pid, signals: &SignalFd, ready: &mut Ready, on_started: &dyn Fn()) 
                 match read_byte(&r) {
                     Some(READY) => {
                         ready.started = true;
-                        on_started();
+                        (start.on_started)();
                         ready.lifeline = Some(r);
                     }
                     Some(NO_COPIES) => ready.no_copies = Some(read_rest(&r)),

@@ -10,6 +10,7 @@ mod guardian;
 mod inner;
 mod keeper;
 mod leftovers;
+mod mask_watch;
 mod probe;
 mod reduced;
 mod reduced_run;
@@ -63,10 +64,12 @@ pub fn run_plan(
     // killed run's checks to the next run.
     let guardian = cache.and_then(|c| guardian::prepare(c).ok());
     let group = memory_group(policy, style);
+    let masks = watch_masks(policy, style);
     let start = bwrap::Start {
         on_started: &on_started,
         guardian: guardian.as_ref(),
         group: group.as_ref(),
+        masks: masks.as_ref(),
     };
     let mut outcome = bwrap::run_sandboxed(plan, &start);
     if let (Ok(Outcome::NoCopies(_)), Some(plain)) = (&outcome, &plan.without_copies) {
@@ -75,6 +78,12 @@ pub fn run_plan(
         outcome = bwrap::run_sandboxed(plain, &start);
     }
     say_if_memory_stopped(policy, group);
+    if let Some(why) = masks.as_ref().and_then(mask_watch::MaskWatch::stopped_for) {
+        banner::warn(
+            style,
+            &format!("the command was stopped: {why}, which lifts its mask inside the sandbox (run it again to mask the new file)"),
+        );
+    }
     match outcome {
         Ok(Outcome::Exited(code)) => {
             // Removing the copies can take a millisecond or more right
@@ -111,6 +120,26 @@ pub fn run_plan(
             let _ = check_after(checks, style, 0);
             drop(proxy);
             Err(e)
+        }
+    }
+}
+
+/// Watches on the directories of the paths the run masks (see
+/// [`mask_watch`]); where they cannot be set, said before the run.
+fn watch_masks(policy: &Policy, style: Style) -> Option<mask_watch::MaskWatch> {
+    let masked: Vec<std::path::PathBuf> =
+        crate::policy::masked(&policy.credentials, &policy.env_files)
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect();
+    match mask_watch::MaskWatch::new(&masked) {
+        Ok(watch) => watch,
+        Err(mask_watch::Unwatched(why)) => {
+            banner::warn(
+                style,
+                &format!("the masked files cannot be watched for changes on the host ({why}): one replaced there during the run would be readable by the command"),
+            );
+            None
         }
     }
 }

@@ -71,6 +71,8 @@ pub fn run(
         on_started: &on_started,
         guardian: None,
         group: group.as_ref(),
+        // Reduced mode mounts no masks.
+        masks: None,
     };
     let outcome = bwrap::run_sandboxed(&kept, &start);
     // sbx's own group holds its caller: never stopped.

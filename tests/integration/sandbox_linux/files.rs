@@ -459,3 +459,111 @@ fn an_interactive_shells_history_is_saved_per_project() {
         "echo the-users-own\n"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Masks the host lifts during a run
+// ---------------------------------------------------------------------------
+
+/// `sbx run -- sh -c SCRIPT` in the project, once the command has made the
+/// file `started` there (a minute at most).
+fn start_in_project(world: &World, script: &str) -> std::process::Child {
+    let child = world
+        .sbx_std()
+        .current_dir(&world.project)
+        .args(["run", "--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = world.project.join("started");
+    let start = Instant::now();
+    while !started.exists() {
+        assert!(
+            start.elapsed() < util::DEADLINE,
+            "the command did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// The run's output once it has ended (a minute at most: then it is killed
+/// and the test fails).
+fn ended(mut child: std::process::Child) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > util::DEADLINE {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("the run was not stopped: {}", both(&out));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A program on the host that renames a file over a masked `.env` (an
+/// editor saving through a temporary file), or removes it and writes a new
+/// one, detaches the mask inside the running sandbox: the run is stopped.
+#[test]
+fn a_masked_file_replaced_on_the_host_stops_the_run() {
+    require_sandbox!();
+    if util::contained() {
+        eprintln!("NOTE: reduced mode mounts no masks (it says .env files stay readable)");
+        return;
+    }
+    let world = World::new();
+    let env = world.project.join(".env");
+    for replace in ["rename", "remove and write"] {
+        util::write(&env, SECRET);
+        let _ = std::fs::remove_file(world.project.join("started"));
+        let child = start_in_project(&world, ": > started; exec sleep 600");
+        if replace == "rename" {
+            util::write(&world.project.join(".env.tmp"), "NEW-SECRET");
+            std::fs::rename(world.project.join(".env.tmp"), &env).unwrap();
+        } else {
+            std::fs::remove_file(&env).unwrap();
+            util::write(&env, "NEW-SECRET");
+        }
+        let out = ended(child);
+        assert_eq!(out.status.code(), Some(137), "{replace}: {}", both(&out));
+        assert!(
+            stderr(&out).contains(&format!(
+                "the command was stopped: {} was replaced on the host",
+                env.display()
+            )),
+            "{replace}: {}",
+            both(&out)
+        );
+    }
+}
+
+/// Control: an edit in place keeps the mask (the same file), and other
+/// names made or renamed beside it change nothing; the run goes on.
+#[test]
+fn edits_in_place_and_files_beside_a_mask_do_not_stop_the_run() {
+    require_sandbox!();
+    let world = World::new();
+    let env = world.project.join(".env");
+    util::write(&env, SECRET);
+    let child = start_in_project(
+        &world,
+        ": > started; while [ ! -e go ]; do sleep 0.02; done; cat .env; echo; echo finished",
+    );
+    std::fs::write(&env, format!("EDITED-{SECRET}")).unwrap();
+    util::write(&world.project.join("notes.txt"), "notes");
+    std::fs::rename(
+        world.project.join("notes.txt"),
+        world.project.join("notes2.txt"),
+    )
+    .unwrap();
+    util::write(&world.project.join("go"), "");
+    let out = ended(child);
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "finished");
+    assert!(!stderr(&out).contains("stopped"), "{}", both(&out));
+    if !util::unclaimed(&out, util::ENV_READABLE) {
+        assert_no_secret(&out);
+    }
+}
