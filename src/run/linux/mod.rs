@@ -78,11 +78,12 @@ pub fn run_plan(
         outcome = bwrap::run_sandboxed(plain, &start);
     }
     say_if_memory_stopped(policy, group);
+    // Said only when the kill ended it (not when it had ended already).
+    let killed = signals::killed_by() == Some(nix::sys::signal::Signal::SIGKILL as i32);
     if let Some(why) = masks.as_ref().and_then(mask_watch::MaskWatch::stopped_for) {
-        banner::warn(
-            style,
-            &format!("the command was stopped: {why}, which lifts its mask inside the sandbox (run it again to mask the new file)"),
-        );
+        if killed {
+            banner::warn(style, &format!("the command was stopped: {why}"));
+        }
     }
     match outcome {
         Ok(Outcome::Exited(code)) => {
@@ -124,24 +125,33 @@ pub fn run_plan(
     }
 }
 
-/// Watches on the directories of the paths the run masks (see
-/// [`mask_watch`]); where they cannot be set, said before the run.
+/// Watches on the directories on the way to the paths the run masks (see
+/// [`mask_watch`]); those that cannot be watched are said before the run.
+/// A path inside a masked directory is left out: the directory's mask
+/// hides it whatever becomes of it.
 fn watch_masks(policy: &Policy, style: Style) -> Option<mask_watch::MaskWatch> {
-    let masked: Vec<std::path::PathBuf> =
-        crate::policy::masked(&policy.credentials, &policy.env_files)
-            .into_iter()
-            .map(|(path, _)| path)
-            .collect();
-    match mask_watch::MaskWatch::new(&masked) {
-        Ok(watch) => watch,
-        Err(mask_watch::Unwatched(why)) => {
-            banner::warn(
-                style,
-                &format!("the masked files cannot be watched for changes on the host ({why}): one replaced there during the run would be readable by the command"),
-            );
-            None
-        }
+    use crate::policy::Kind;
+    let masked = crate::policy::masked(&policy.credentials, &policy.env_files);
+    let paths: Vec<std::path::PathBuf> = masked
+        .iter()
+        .filter(|(path, _)| {
+            !masked
+                .iter()
+                .any(|(dir, kind)| *kind == Kind::Dir && dir != path && path.starts_with(dir))
+        })
+        .map(|(path, _)| path.clone())
+        .collect();
+    let (watch, unwatched) = mask_watch::MaskWatch::new(&paths, &policy.writable);
+    if !unwatched.is_empty() {
+        banner::warn(
+            style,
+            &format!(
+                "cannot watch {} for a masked file replaced on the host during the run (it would be readable by the command)",
+                unwatched.join(", ")
+            ),
+        );
     }
+    watch
 }
 
 /// The run's own cgroup, where `max_memory` is set and this machine lets

@@ -504,8 +504,9 @@ fn ended(mut child: std::process::Child) -> Output {
 }
 
 /// A program on the host that renames a file over a masked `.env` (an
-/// editor saving through a temporary file), or removes it and writes a new
-/// one, detaches the mask inside the running sandbox: the run is stopped.
+/// editor saving through a temporary file), removes it and writes a new
+/// one, or moves a directory on the way aside and makes a new one in its
+/// place, lifts the mask inside the running sandbox: the run is stopped.
 #[test]
 fn a_masked_file_replaced_on_the_host_stops_the_run() {
     require_sandbox!();
@@ -514,25 +515,37 @@ fn a_masked_file_replaced_on_the_host_stops_the_run() {
         return;
     }
     let world = World::new();
-    let env = world.project.join(".env");
-    for replace in ["rename", "remove and write"] {
+    let sub = world.project.join("sub");
+    let env = sub.join(".env");
+    for replace in ["rename over", "remove and write", "directory made again"] {
+        let _ = std::fs::remove_dir_all(world.root.join("sub-old"));
         util::write(&env, SECRET);
         let _ = std::fs::remove_file(world.project.join("started"));
         let child = start_in_project(&world, ": > started; exec sleep 600");
-        if replace == "rename" {
-            util::write(&world.project.join(".env.tmp"), "NEW-SECRET");
-            std::fs::rename(world.project.join(".env.tmp"), &env).unwrap();
-        } else {
-            std::fs::remove_file(&env).unwrap();
-            util::write(&env, "NEW-SECRET");
-        }
+        let said = match replace {
+            "rename over" => {
+                util::write(&sub.join(".env.tmp"), "NEW-SECRET");
+                std::fs::rename(sub.join(".env.tmp"), &env).unwrap();
+                format!("{} was replaced on the host", env.display())
+            }
+            "remove and write" => {
+                std::fs::remove_file(&env).unwrap();
+                util::write(&env, "NEW-SECRET");
+                format!("{} was replaced on the host", env.display())
+            }
+            _ => {
+                std::fs::rename(&sub, world.root.join("sub-old")).unwrap();
+                util::write(&env, "NEW-SECRET");
+                format!(
+                    "{}, on the way to a masked path, was moved or removed on the host",
+                    sub.display()
+                )
+            }
+        };
         let out = ended(child);
         assert_eq!(out.status.code(), Some(137), "{replace}: {}", both(&out));
         assert!(
-            stderr(&out).contains(&format!(
-                "the command was stopped: {} was replaced on the host",
-                env.display()
-            )),
+            stderr(&out).contains(&format!("the command was stopped: {said}")),
             "{replace}: {}",
             both(&out)
         );
