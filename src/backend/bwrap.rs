@@ -101,7 +101,7 @@ pub fn render(
     // The inner stage masks files when it mounts at all and sees the
     // placeholder (not in read-only mode, whose root is a tmpfs).
     let inner_masks = copies.is_some() && policy.filesystem != FsSetting::ReadOnly;
-    let file_masks = credential_masks(&mut a, policy, &visible, inner_masks);
+    let (file_masks, masked) = credential_masks(&mut a, policy, &visible, inner_masks);
     environment(&mut a, policy, sbx, proxy, copies.is_some(), sockets);
     inner_stage(
         &mut a,
@@ -129,6 +129,7 @@ pub fn render(
         }),
         // The mount point of the own sockets stays: it is the user's.
         tmpdir: None,
+        masked,
     }
 }
 
@@ -257,13 +258,14 @@ pub(crate) fn masks(policy: &Policy) -> Vec<(PathBuf, Kind)> {
 
 /// Group 6: credential masks, last so nothing can cover them. With
 /// `inner_masks`, files are left to the inner stage, which masks them after
-/// its pins and copies: returned, in order.
+/// its pins and copies: returned, in order, then every path masked either
+/// way.
 fn credential_masks(
     a: &mut Args,
     policy: &Policy,
     visible: &[PathBuf],
     inner_masks: bool,
-) -> Vec<PathBuf> {
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut files = Vec::new();
     // Credential masks, shallowest first; one inside an already masked
     // directory is covered by it (and could not be mounted on anyway).
@@ -289,7 +291,7 @@ fn credential_masks(
             _ => a.path2("--ro-bind", &policy.placeholder, &path),
         }
     }
-    files
+    (files, seen)
 }
 
 /// Group 7: no capabilities, the working directory, and the environment changes
@@ -751,6 +753,14 @@ mod tests {
             &a,
             &["--ro-bind", "/home/t/.cache/sbx/empty", "/home/t/proj/.env"],
         );
+        // The host's changes are watched for what is masked, nothing else.
+        assert_eq!(
+            p.masked,
+            vec![
+                PathBuf::from("/home/t/proj/.env"),
+                PathBuf::from("/home/t/proj/sub/.env.local")
+            ]
+        );
         golden("bwrap-read-only.txt", &p.to_shell_text());
     }
 
@@ -806,6 +816,11 @@ mod tests {
             ],
         );
         assert!(!a.iter().any(|x| x == "/home/t/.ssh/id_rsa"), "{a:?}");
+        // Watched for the host's changes: what is mounted over, not what a
+        // masked directory covers.
+        assert!(p.masked.contains(&PathBuf::from("/srv/secrets/tool")));
+        assert!(p.masked.contains(&PathBuf::from("/home/t/.ssh")));
+        assert!(!p.masked.contains(&PathBuf::from("/home/t/.ssh/id_rsa")));
         golden("bwrap-deny-extra.txt", &p.to_shell_text());
     }
 

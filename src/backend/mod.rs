@@ -55,6 +55,9 @@ pub struct Plan {
     /// The directory this run made for the command, removed after it
     /// (macOS: its `TMPDIR`, where its own Unix sockets are made).
     pub tmpdir: Option<PathBuf>,
+    /// The paths this plan mounts a mask over (Linux), watched on the host
+    /// during the run (a file replaced there lifts its mask).
+    pub masked: Vec<PathBuf>,
 }
 
 /// Where the allowlist proxy of one run listens.

@@ -109,6 +109,7 @@ pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Plan {
         copies: None,
         without_copies: None,
         tmpdir: None,
+        masked: Vec::new(),
     }
 }
 

@@ -124,6 +124,7 @@ pub fn render(
         copies: None,
         without_copies: None,
         tmpdir: own.as_ref().map(|o| o.dir.to_path_buf()),
+        masked: Vec::new(),
         profile: Some(profile),
     })
 }

@@ -233,6 +233,7 @@ mod tests {
             copies: None,
             without_copies: None,
             tmpdir: None,
+            masked: Vec::new(),
         }
     }
 

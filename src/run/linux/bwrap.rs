@@ -52,6 +52,7 @@ pub struct Start<'a> {
 /// (every process of the sandbox that is not the command holds it), and is
 /// launched once bubblewrap is spawned.
 pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
+    super::signals::forget_killed_by();
     let mut cmd = crate::exec::prepare(plan)?;
     let ready_fd = plan.ready_fd.context("the plan has no ready descriptor")?;
     let ready_r = ready_pipe(ready_fd)?;
@@ -347,6 +348,7 @@ fn minimal(plan: &Plan, sbx: &OsString) -> Plan {
         copies: None,
         without_copies: None,
         tmpdir: None,
+        masked: Vec::new(),
     }
 }
 

@@ -63,15 +63,20 @@ impl MaskWatch {
             Ok(inotify) => inotify,
             Err(e) => return (None, vec![format!("inotify: {}", why(e))]),
         };
-        let flags = AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_DELETE_SELF
+        // Its own move or removal, for every directory; names made or moved
+        // in, where names lead to a masked path. Added to what the same
+        // directory reached by another path (a bind mount) is watched for.
+        let itself = AddWatchFlags::IN_DELETE_SELF
             | AddWatchFlags::IN_MOVE_SELF
             | AddWatchFlags::IN_ONLYDIR
-            | AddWatchFlags::IN_DONT_FOLLOW;
+            | AddWatchFlags::IN_DONT_FOLLOW
+            // nix has no name for it.
+            | AddWatchFlags::from_bits_retain(nix::libc::IN_MASK_ADD);
+        let named = itself | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO;
         let mut dirs: HashMap<WatchDescriptor, (PathBuf, Vec<OsString>)> = HashMap::new();
         let mut unwatched = Vec::new();
         for (dir, names) in by_dir {
+            let flags = if names.is_empty() { itself } else { named };
             match inotify.add_watch(dir, flags) {
                 // The same directory by another path (a bind mount): one
                 // watch, both lists of names.
@@ -83,7 +88,7 @@ impl MaskWatch {
                 // Above a writable root only a move of the directory itself
                 // counts (the project moved away and copied back): one this
                 // user may not read (`/home` at 711) is left unsaid.
-                Err(_) if names.is_empty() => {}
+                Err(Errno::EACCES) if names.is_empty() => {}
                 Err(e) => unwatched.push(format!("{} ({})", dir.display(), why(e))),
             }
         }

@@ -64,7 +64,7 @@ pub fn run_plan(
     // killed run's checks to the next run.
     let guardian = cache.and_then(|c| guardian::prepare(c).ok());
     let group = memory_group(policy, style);
-    let masks = watch_masks(policy, style);
+    let masks = watch_masks(plan, policy, style);
     let start = bwrap::Start {
         on_started: &on_started,
         guardian: guardian.as_ref(),
@@ -125,23 +125,10 @@ pub fn run_plan(
     }
 }
 
-/// Watches on the directories on the way to the paths the run masks (see
+/// Watches on the directories on the way to the paths the plan masks (see
 /// [`mask_watch`]); those that cannot be watched are said before the run.
-/// A path inside a masked directory is left out: the directory's mask
-/// hides it whatever becomes of it.
-fn watch_masks(policy: &Policy, style: Style) -> Option<mask_watch::MaskWatch> {
-    use crate::policy::Kind;
-    let masked = crate::policy::masked(&policy.credentials, &policy.env_files);
-    let paths: Vec<std::path::PathBuf> = masked
-        .iter()
-        .filter(|(path, _)| {
-            !masked
-                .iter()
-                .any(|(dir, kind)| *kind == Kind::Dir && dir != path && path.starts_with(dir))
-        })
-        .map(|(path, _)| path.clone())
-        .collect();
-    let (watch, unwatched) = mask_watch::MaskWatch::new(&paths, &policy.writable);
+fn watch_masks(plan: &Plan, policy: &Policy, style: Style) -> Option<mask_watch::MaskWatch> {
+    let (watch, unwatched) = mask_watch::MaskWatch::new(&plan.masked, &policy.writable);
     if !unwatched.is_empty() {
         banner::warn(
             style,

@@ -47,6 +47,12 @@ pub fn killed_by() -> Option<i32> {
     }
 }
 
+/// Forget which signal ended the last child waited for (before another
+/// wait: a plan tried again must not report the first one's end).
+pub fn forget_killed_by() {
+    KILLED_BY.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Reap what has ended (every child with `reap_all`); the exit status to
 /// report once `child` has ended.
 pub fn reap(child: Pid, reap_all: bool) -> Result<Option<i32>> {
