@@ -72,7 +72,11 @@ pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
     let _ = nix::unistd::close(ready_fd);
     let child = child?;
     if let Some(guardian) = start.guardian {
-        guardian.launch();
+        guardian.launch(
+            start
+                .masks
+                .and_then(super::mask_watch::MaskWatch::duplicate),
+        );
     }
     let pid = Pid::from_raw(child.id() as i32);
     // After the spawn, so bubblewrap starts with sbx's own signal mask.

@@ -75,19 +75,25 @@ impl Guardian {
     /// in the pipe, so a guardian that starts at all knows every sandbox.
     /// If sbx dies before this, there is no guardian: the note is written,
     /// and the next run makes the checks (as when one cannot start).
-    pub fn launch(&self) {
+    ///
+    /// `keep`, if given, becomes the guardian's standard output (it writes
+    /// nothing there): a descriptor whose last close should not fall in
+    /// sbx's own exit, here the watch on masked paths (the kernel's teardown
+    /// of inotify watches waits for an RCU grace period, 10 ms and more).
+    pub fn launch(&self, keep: Option<OwnedFd>) {
         let Some(read) = self.read.borrow_mut().take() else {
             return;
         };
         let Ok(sbx) = std::env::current_exe() else {
             return;
         };
+        let stdout = keep.map_or_else(Stdio::null, Stdio::from);
         let spawned = std::process::Command::new(sbx)
             .arg("__guard")
             .arg("--cache")
             .arg(&self.cache)
             .stdin(Stdio::from(read))
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(Stdio::null())
             .process_group(0)
             .spawn();

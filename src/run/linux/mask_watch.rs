@@ -100,6 +100,12 @@ impl MaskWatch {
         (watch, unwatched)
     }
 
+    /// Another descriptor of the same watch, for a process that outlives sbx
+    /// to close last (see `guardian::Guardian::launch`).
+    pub fn duplicate(&self) -> Option<std::os::fd::OwnedFd> {
+        self.inotify.as_fd().try_clone_to_owned().ok()
+    }
+
     /// The descriptor to poll.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.inotify.as_fd()
