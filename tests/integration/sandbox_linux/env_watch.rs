@@ -93,6 +93,21 @@ fn watch_processes(world: &World) -> Vec<u32> {
     found
 }
 
+/// `sbx check` says a watcher answers for the project (it asked one).
+fn assert_watcher_answers(world: &World) {
+    let out = world
+        .sbx()
+        .arg("check")
+        .env(WATCH.0, WATCH.1)
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("walk:     a watcher answers instead of the walk"),
+        "{}",
+        both(&out)
+    );
+}
+
 fn wait_until_gone(pid: u32) {
     let start = Instant::now();
     while Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid) {
@@ -462,17 +477,7 @@ fn a_mount_inside_the_project_makes_sbx_walk() {
     // The watcher answers once more: the mount table's change (outside the
     // project) is behind it, so only the rename can end it now, through
     // its own check of each directory's mount.
-    let out = world
-        .sbx()
-        .arg("check")
-        .env(WATCH.0, WATCH.1)
-        .output()
-        .unwrap();
-    assert!(
-        stdout(&out).contains("walk:     a watcher answers instead of the walk"),
-        "{}",
-        both(&out)
-    );
+    assert_watcher_answers(&world);
     let moved = world.project.join("m");
     std::fs::rename(outside.join("m"), &moved).unwrap();
     let _unmount = Unmount(moved.join("sub"));
@@ -509,16 +514,6 @@ fn a_dry_run_starts_no_watcher() {
     // And `sbx check` says that it answers (not to a caller in another
     // mount namespace, as each contained sbx is).
     if !util::contained() {
-        let out = world
-            .sbx()
-            .arg("check")
-            .env(WATCH.0, WATCH.1)
-            .output()
-            .unwrap();
-        assert!(
-            stdout(&out).contains("walk:     a watcher answers instead of the walk"),
-            "{}",
-            both(&out)
-        );
+        assert_watcher_answers(&world);
     }
 }
