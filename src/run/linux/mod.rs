@@ -78,13 +78,7 @@ pub fn run_plan(
         outcome = bwrap::run_sandboxed(plain, &start);
     }
     say_if_memory_stopped(policy, group);
-    // Said only when the kill ended it (not when it had ended already).
-    let killed = signals::killed_by() == Some(nix::sys::signal::Signal::SIGKILL as i32);
-    if let Some(why) = masks.as_ref().and_then(mask_watch::MaskWatch::stopped_for) {
-        if killed {
-            banner::warn(style, &format!("the command was stopped: {why}"));
-        }
-    }
+    say_if_masks_stopped(masks.as_ref(), style);
     match outcome {
         Ok(Outcome::Exited(code)) => {
             // Removing the copies can take a millisecond or more right
@@ -121,6 +115,17 @@ pub fn run_plan(
             let _ = check_after(checks, style, 0);
             drop(proxy);
             Err(e)
+        }
+    }
+}
+
+/// Why the watch on masked paths stopped the run, if it did: only when its
+/// kill ended the sandbox (not when it had ended already).
+fn say_if_masks_stopped(masks: Option<&mask_watch::MaskWatch>, style: Style) {
+    let killed = signals::killed_by() == Some(nix::sys::signal::Signal::SIGKILL as i32);
+    if let Some(why) = masks.and_then(mask_watch::MaskWatch::stopped_for) {
+        if killed {
+            banner::warn(style, &format!("the command was stopped: {why}"));
         }
     }
 }
