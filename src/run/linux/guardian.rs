@@ -175,9 +175,12 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    // sbx is gone without saying it was done: so goes its sandbox.
+    // sbx is gone without saying it was done: so goes its sandbox. Marked
+    // checking at once, before the sandbox is ended: the next run may start
+    // as soon as sbx is reaped, and must wait for these checks.
+    let checking = journal::begin_checking(cache);
     end_sandboxes(&told.pipes);
-    check_for_a_dead_run(cache, told.sbx.as_deref())?;
+    check_for_a_dead_run(cache, told.sbx.as_deref(), checking)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -257,16 +260,19 @@ pub fn broken(pipe: BorrowedFd<'_>) -> bool {
 
 /// Make the checks of a run whose sbx (of key `sbx`, when known) is gone,
 /// once its sandbox has ended (here, or in reduced mode's keeper), and
-/// leave what they found for the next run to say.
-pub fn check_for_a_dead_run(cache: &Path, sbx: Option<&str>) -> Result<()> {
+/// leave what they found for the next run to say. `checking`: the mark
+/// the caller set the moment it saw sbx gone (a run that starts meanwhile,
+/// the killed sbx just reaped, waits for these checks instead of taking
+/// the project as it is while they move files aside).
+pub fn check_for_a_dead_run(
+    cache: &Path,
+    sbx: Option<&str>,
+    checking: Result<journal::Checking>,
+) -> Result<()> {
     // A killed sbx's pipe breaks when its descriptors close, a moment
     // before it is a zombie; checks made in between took its run for a
     // live one and left the planted files to the next run. A minute at
     // most: then they are left to it.
-    // Marked checking first: a run that starts meanwhile (the killed sbx
-    // just reaped) waits for these checks instead of taking the project as
-    // it is while they move files aside.
-    let checking = journal::begin_checking(cache);
     if let Some(key) = sbx {
         journal::wait_until_gone(key, Duration::from_secs(60));
     }
@@ -435,7 +441,10 @@ mod tests {
         let key = journal::process_key(child.id()).unwrap();
         let checks = {
             let (cache, key) = (cache.path().to_path_buf(), key.clone());
-            std::thread::spawn(move || check_for_a_dead_run(&cache, Some(&key)))
+            std::thread::spawn(move || {
+                let checking = journal::begin_checking(&cache);
+                check_for_a_dead_run(&cache, Some(&key), checking)
+            })
         };
         // Still waiting after a while (it waits up to a minute).
         let start = Instant::now();

@@ -75,6 +75,12 @@ pub fn keep(
     let (signals, _mask) = super::signals::route_signals(true)?;
     let code = super::signals::wait_forwarding(pid, &signals, true, Some(parent.as_fd()))?;
     let sbx_gone = broken(parent.as_fd());
+    // Marked checking the moment sbx is seen gone, before the leftovers are
+    // killed (a while, for a fork storm): the next run may start as soon as
+    // sbx is reaped, and must wait for the checks.
+    let early = cache
+        .filter(|_| sbx_gone)
+        .map(crate::integrity::journal::begin_checking);
     // The stage runs in sbx's group (the caller's): never stopped.
     super::leftovers::kill_all(group.as_raw() as u32);
     // sbx may have been killed while the leftovers were (a fork storm
@@ -87,7 +93,9 @@ pub fn keep(
     }
     if sbx_gone {
         if let Some(cache) = cache {
-            super::guardian::check_for_a_dead_run(cache, sbx_key.as_deref())?;
+            let checking =
+                early.unwrap_or_else(|| crate::integrity::journal::begin_checking(cache));
+            super::guardian::check_for_a_dead_run(cache, sbx_key.as_deref(), checking)?;
         }
         return Ok(ExitCode::from(137));
     }

@@ -103,7 +103,11 @@ pub fn run_plan(
         }
         Ok(Outcome::NotStarted(why)) => {
             // Nothing ran: nothing for a later run to check, and the
-            // private config copies made for it are of no use.
+            // private config copies made for it are of no use. The watch
+            // is bubblewrap's (reduced mode mounts no masks): gone before
+            // a fallback run, whose keeper must see sbx's pipe break the
+            // moment sbx dies, not after the kernel has torn the watch down.
+            drop(masks);
             drop(checks);
             remove_copies(plan);
             drop(proxy);
