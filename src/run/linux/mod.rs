@@ -102,11 +102,8 @@ pub fn run_plan(
             bail!("the sandbox could not be set up: {why}; the command was not run")
         }
         Ok(Outcome::NotStarted(why)) => {
-            // Nothing ran: nothing for a later run to check, and the
-            // private config copies made for it are of no use. The watch
-            // is bubblewrap's (reduced mode mounts no masks): gone before
-            // a fallback run, whose keeper must see sbx's pipe break the
-            // moment sbx dies, not after the kernel has torn the watch down.
+            // Nothing ran: nothing for a later run to check, the copies
+            // are of no use, nor the watch (see [`watch_masks`]).
             drop(masks);
             drop(checks);
             remove_copies(plan);
@@ -136,6 +133,9 @@ fn say_if_masks_stopped(masks: Option<&mask_watch::MaskWatch>, style: Style) {
 
 /// Watches on the directories on the way to the paths the plan masks (see
 /// [`mask_watch`]); those that cannot be watched are said before the run.
+/// Closed before a fallback run, which mounts no masks: a killed sbx's
+/// last close of a watch takes the kernel 10 ms and more, and reduced
+/// mode's keeper must see sbx's pipe break as soon as sbx dies.
 fn watch_masks(plan: &Plan, policy: &Policy, style: Style) -> Option<mask_watch::MaskWatch> {
     let (watch, unwatched) = mask_watch::MaskWatch::new(&plan.masked, &policy.writable);
     if !unwatched.is_empty() {
