@@ -12,7 +12,7 @@
 //! What the command read between the host's change and the stop (the time
 //! to wake sbx) is not undone.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
@@ -42,7 +42,9 @@ impl MaskWatch {
     /// watch, if anything is watched, and the directories that could not be
     /// watched for a name, with why.
     pub fn new(masked: &[PathBuf], writable: &[PathBuf]) -> (Option<Self>, Vec<String>) {
-        let mut by_dir: Vec<(&Path, Vec<OsString>)> = Vec::new();
+        // Ordered (the warning names directories in order), and found in
+        // log time: a monorepo may mask hundreds of `.env` files.
+        let mut by_dir: BTreeMap<&Path, Vec<OsString>> = BTreeMap::new();
         for path in masked {
             let Some(parent) = path.parent() else {
                 continue;
@@ -170,15 +172,8 @@ impl MaskWatch {
 }
 
 /// Add `dir`, and `name` among its names.
-fn note<'a>(by_dir: &mut Vec<(&'a Path, Vec<OsString>)>, dir: &'a Path, name: Option<&OsStr>) {
-    let at = match by_dir.iter().position(|(d, _)| *d == dir) {
-        Some(at) => at,
-        None => {
-            by_dir.push((dir, Vec::new()));
-            by_dir.len() - 1
-        }
-    };
-    let names = &mut by_dir[at].1;
+fn note<'a>(by_dir: &mut BTreeMap<&'a Path, Vec<OsString>>, dir: &'a Path, name: Option<&OsStr>) {
+    let names = by_dir.entry(dir).or_default();
     if let Some(name) = name.filter(|n| !names.iter().any(|m| m == n)) {
         names.push(name.to_os_string());
     }

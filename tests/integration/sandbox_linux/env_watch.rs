@@ -93,14 +93,19 @@ fn watch_processes(world: &World) -> Vec<u32> {
     found
 }
 
-/// `sbx check` says a watcher answers for the project (it asked one).
-fn assert_watcher_answers(world: &World) {
-    let out = world
+/// `sbx check`, watchers on.
+fn check(world: &World) -> Output {
+    world
         .sbx()
         .arg("check")
         .env(WATCH.0, WATCH.1)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `sbx check` says a watcher answers for the project (it asked one).
+fn assert_watcher_answers(world: &World) {
+    let out = check(world);
     assert!(
         stdout(&out).contains("walk:     a watcher answers instead of the walk"),
         "{}",
@@ -390,12 +395,7 @@ fn a_watcher_out_of_watches_makes_sbx_walk_and_is_not_restarted_at_once() {
         "a watcher was started again at once"
     );
     // `sbx check` says why every run walks, and how to try again.
-    let out = world
-        .sbx()
-        .arg("check")
-        .env(WATCH.0, WATCH.1)
-        .output()
-        .unwrap();
+    let out = check(&world);
     let said = stdout(&out);
     assert!(
         said.contains("walk:     no watcher for up to an hour after the last one ended (out of inotify watches)"),
