@@ -229,6 +229,31 @@ fn move_mount(tree: &OwnedFd, target: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Enter the working directory again by its path, once the set-up's
+/// mounts are made. bubblewrap entered it before this stage pinned and
+/// masked, so a working directory this stage pinned onto itself (run from
+/// a subdirectory of the project, or a project inside another writable
+/// root) stayed on the mount below the pin, where relative paths reach
+/// past every mask made on top: `cat .env` read the secret. The path now
+/// leads through the top mounts; it must still be the same directory.
+pub fn reenter_working_directory() -> Result<()> {
+    let before = nix::sys::stat::stat(".").context("reading the working directory")?;
+    let path = nix::unistd::getcwd().context("reading the working directory's path")?;
+    if !path.is_absolute() {
+        bail!("the working directory {} is out of reach", path.display());
+    }
+    nix::unistd::chdir(&path)
+        .with_context(|| format!("entering the working directory {}", path.display()))?;
+    let after = nix::sys::stat::stat(".").context("reading the working directory")?;
+    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino) {
+        bail!(
+            "the working directory {} was replaced during the set-up",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// The first mapping of a `/proc/self/{u,g}id_map`: what id 0 here is
 /// outside.
 fn outside_id(map: &str) -> Result<u32> {

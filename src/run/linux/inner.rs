@@ -255,8 +255,8 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd)> {
     .context("making the socket pair for the connect filter")
 }
 
-/// Pin directories, mount the private config copies, mask files and leave
-/// the setup namespace. Started as uid 0 with capabilities for this alone
+/// Pin directories, mount the private config copies, mask files, leave
+/// the setup namespace and enter the working directory again. Started as uid 0 with capabilities for this alone
 /// (see copies.rs): nothing else runs until they are gone. On failure the
 /// outer stage is told, and starts the sandbox again without them
 /// (bubblewrap then pins and masks).
@@ -264,7 +264,8 @@ fn set_up_copies(setup: &super::copies::Setup, ready_fd: Option<i32>) -> Result<
     let set_up = super::copies::pin(setup.pins)
         .and_then(|()| super::copies::mount_links(setup.dir, setup.configs))
         .and_then(|()| setup.masks.as_ref().map_or(Ok(()), super::copies::mask))
-        .and_then(|()| super::copies::become_the_user());
+        .and_then(|()| super::copies::become_the_user())
+        .and_then(|()| super::copies::reenter_working_directory());
     if let Err(e) = set_up {
         // A file to mask that moved away meanwhile: the plan without the
         // copies would bind over what is at its path now, or make a file

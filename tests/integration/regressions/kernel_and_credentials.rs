@@ -267,3 +267,60 @@ fn env_file_above_the_project_is_masked() {
     assert_no_secret(&out);
     assert!(stdout(&out).contains("done"), "{}", both(&out));
 }
+
+/// In a git repository the inner stage pins and masks after bubblewrap
+/// has entered the working directory: run from a subdirectory it pins,
+/// the command's working directory stayed on the mount below the pin, and
+/// `cat .env` read the secret there (found in stop 32's own review).
+#[test]
+fn env_files_stay_masked_for_a_command_started_in_a_subdirectory() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    for rel in [".env", "pkg/.env", "pkg/a/.env.local"] {
+        util::write(&world.project.join(rel), &format!("TOKEN={SECRET}\n"));
+    }
+    let pkg = world.project.join("pkg");
+    let out = sbx_sh(
+        &world,
+        &pkg,
+        &[],
+        "cat .env a/.env.local ../.env 2>&1; grep -r TOKEN . 2>&1; echo DONE",
+        &[],
+    );
+    if util::unclaimed(&out, util::ENV_READABLE) {
+        return;
+    }
+    assert_no_secret(&out);
+    assert_line(&out, "DONE");
+}
+
+/// The same for a project inside another writable root, where every
+/// directory between that root and the project's `.git` is pinned, the
+/// project itself included: relative paths from the working directory
+/// missed the masks and the config copies (`git config` failed with
+/// "Device or resource busy").
+#[test]
+fn a_project_inside_another_writable_root_keeps_its_masks_and_config_copies() {
+    require_sandbox!();
+    let world = World::new();
+    let app = world.project.join("apps/app");
+    std::fs::create_dir_all(&app).unwrap();
+    util::repo_with_commit(&app);
+    util::write(&app.join(".env"), &format!("TOKEN={SECRET}\n"));
+    let outer = world.project.to_str().unwrap().to_string();
+    let out = sbx_sh(
+        &world,
+        &app,
+        &["--writable", &outer],
+        "cat .env 2>&1; git config --local user.email me@example.invalid && echo CONFIG-OK",
+        &[],
+    );
+    assert_line(&out, "CONFIG-OK");
+    let config = std::fs::read_to_string(app.join(".git/config")).unwrap();
+    assert!(config.contains("me@example.invalid"), "{config}");
+    if util::unclaimed(&out, util::ENV_READABLE) {
+        return;
+    }
+    assert_no_secret(&out);
+}
