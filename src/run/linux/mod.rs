@@ -71,12 +71,8 @@ pub fn run_plan(
         group: group.as_ref(),
         masks: masks.as_ref(),
     };
-    let mut outcome = bwrap::run_sandboxed(plan, &start);
-    if let (Ok(Outcome::NoCopies(_)), Some(plain)) = (&outcome, &plan.without_copies) {
-        // Nothing ran. The copies are left unused (removed after the run):
-        // git configs stay read-only, as without them.
-        outcome = bwrap::run_sandboxed(plain, &start);
-    }
+    let outcome =
+        without_copies_if_refused(bwrap::run_sandboxed(plan, &start), plan, &start, style);
     say_if_memory_stopped(policy, group);
     say_if_masks_stopped(masks.as_ref(), style);
     match outcome {
@@ -117,6 +113,28 @@ pub fn run_plan(
             drop(proxy);
             Err(e)
         }
+    }
+}
+
+/// When the sandbox could not be set up with the private git config
+/// copies (nothing ran), the plan without them: the copies are left unused
+/// (removed after the run) and git configs are read-only mounts, which git
+/// cannot write (`EBUSY`); the user is told why rather than left to guess.
+fn without_copies_if_refused(
+    outcome: Result<Outcome>,
+    plan: &Plan,
+    start: &bwrap::Start,
+    style: Style,
+) -> Result<Outcome> {
+    match (&outcome, &plan.without_copies) {
+        (Ok(Outcome::NoCopies(why)), Some(plain)) => {
+            banner::warn(
+                style,
+                &format!("git configs are read-only in this run (`git config` and `git remote add` fail): their private copies could not be set up: {why}"),
+            );
+            bwrap::run_sandboxed(plain, start)
+        }
+        _ => outcome,
     }
 }
 

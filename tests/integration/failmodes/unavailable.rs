@@ -260,3 +260,40 @@ fn bwrap_on_path_in_the_project_is_never_used() {
     );
     assert!(!marker(&world).exists(), "{}", both(&out));
 }
+
+/// Where bubblewrap refuses what the private git config copies need (a
+/// setuid bubblewrap refuses `--cap-add`), the run goes on with git configs
+/// read-only, and now says so: `git config` failing with "Device or
+/// resource busy" was left unexplained.
+#[test]
+fn a_sandbox_without_config_copies_says_git_configs_are_read_only() {
+    require_sandbox!();
+    if util::contained() {
+        // Reduced mode makes no copies.
+        return;
+    }
+    let world = World::new();
+    world.git_repo();
+    let bwrap = world.root.join("fakebin/bwrap");
+    util::install_script(
+        &bwrap,
+        "#!/bin/sh\ncase \" $* \" in *' --cap-add '*)\n  echo 'bwrap: --cap-add in setuid mode can be used only by root' >&2; exit 1;;\nesac\nexec /usr/bin/bwrap \"$@\"\n",
+    );
+    world.user_config(&format!("[sandbox]\nbwrap = \"{}\"\n", bwrap.display()));
+    let out = Sbx.run_sh(
+        &world,
+        "git config user.email me@example.invalid; echo rc=$?",
+    );
+    assert!(
+        stderr(&out).contains("git configs are read-only in this run"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        stdout(&out).contains("rc=") && !stdout(&out).contains("rc=0"),
+        "{}",
+        both(&out)
+    );
+    let config = std::fs::read_to_string(world.project.join(".git/config")).unwrap();
+    assert!(!config.contains("me@example.invalid"), "{config}");
+}
