@@ -35,7 +35,8 @@
 //!    `.env`;
 //! 7. `--cap-drop ALL` (with config copies, `--uid 0` and the two
 //!    capabilities the inner stage needs to mount them, which it drops with
-//!    all others before the command exists), the working directory, the
+//!    all others before the command exists), the working directory (which
+//!    the inner stage enters again once its own mounts are made), the
 //!    environment changes, and the inner stage with the command after `--`.
 //!
 //! [`render`] emits each group with a function of its own, in this order.

@@ -102,7 +102,8 @@ pub fn mask(masks: &Masks) -> Result<()> {
     Ok(())
 }
 
-/// A file to mask that is gone since the outer stage found it.
+/// A file to mask that is gone since the outer stage found it, or a
+/// working directory replaced since bubblewrap entered it.
 #[derive(Debug)]
 pub struct Moved(pub PathBuf);
 
@@ -234,8 +235,11 @@ fn move_mount(tree: &OwnedFd, target: &Path) -> Result<()> {
 /// masked, so a working directory this stage pinned onto itself (run from
 /// a subdirectory of the project, or a project inside another writable
 /// root) stayed on the mount below the pin, where relative paths reach
-/// past every mask made on top: `cat .env` read the secret. The path now
-/// leads through the top mounts; it must still be the same directory.
+/// past every mask made on top: `cat .env` read the secret. `chdir` to the
+/// path is what leads through the top mounts (a pin shares its
+/// directory's device and inode, so no identity check could tell the two
+/// apart); the check below catches a directory replaced meanwhile, which
+/// refuses the set-up as a moved file to mask does ([`Moved`]).
 pub fn reenter_working_directory() -> Result<()> {
     let before = nix::sys::stat::stat(".").context("reading the working directory")?;
     let path = nix::unistd::getcwd().context("reading the working directory's path")?;
@@ -246,10 +250,7 @@ pub fn reenter_working_directory() -> Result<()> {
         .with_context(|| format!("entering the working directory {}", path.display()))?;
     let after = nix::sys::stat::stat(".").context("reading the working directory")?;
     if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino) {
-        bail!(
-            "the working directory {} was replaced during the set-up",
-            path.display()
-        );
+        return Err(Moved(path).into());
     }
     Ok(())
 }

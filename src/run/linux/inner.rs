@@ -4,10 +4,12 @@
 //! bubblewrap builds the filesystem view and the namespaces; this stage makes
 //! sure nothing is left that the command could use to step outside them:
 //!
-//! 0. with private git config copies, it first mounts a link to each copy
-//!    over its config and moves to a user namespace of its own in which it
-//!    is the host user with no capability (`copies.rs`; bubblewrap started
-//!    it as uid 0 with the two capabilities that takes);
+//! 0. with private git config copies, it first pins directories, mounts a
+//!    link to each copy over its config, masks files, moves to a user
+//!    namespace of its own in which it is the host user with no capability
+//!    (`copies.rs`; bubblewrap started it as uid 0 with the two
+//!    capabilities that takes), and enters the working directory again by
+//!    its path: bubblewrap entered it before these mounts;
 //! 1. it checks that no capability survived (`--cap-drop ALL`), bounding set
 //!    included, and refuses to run the command otherwise;
 //! 2. it sets `PR_SET_NO_NEW_PRIVS` (no setuid gains) and `PR_SET_DUMPABLE=0`
@@ -256,10 +258,11 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Pin directories, mount the private config copies, mask files, leave
-/// the setup namespace and enter the working directory again. Started as uid 0 with capabilities for this alone
-/// (see copies.rs): nothing else runs until they are gone. On failure the
-/// outer stage is told, and starts the sandbox again without them
-/// (bubblewrap then pins and masks).
+/// the setup namespace and enter the working directory again. Started as
+/// uid 0 with capabilities for this alone (see copies.rs): nothing else
+/// runs until they are gone. On failure the outer stage is told, and
+/// starts the sandbox again without them (bubblewrap then pins and masks,
+/// and enters the working directory last).
 fn set_up_copies(setup: &super::copies::Setup, ready_fd: Option<i32>) -> Result<()> {
     let set_up = super::copies::pin(setup.pins)
         .and_then(|()| super::copies::mount_links(setup.dir, setup.configs))

@@ -119,7 +119,8 @@ pub fn run_plan(
 /// When the sandbox could not be set up with the private git config
 /// copies (nothing ran), the plan without them: the copies are left unused
 /// (removed after the run) and git configs are read-only mounts, which git
-/// cannot write (`EBUSY`); the user is told why rather than left to guess.
+/// cannot write (`EBUSY`); once that run is over the user is told why,
+/// rather than left to guess (not before: it may not start either).
 fn without_copies_if_refused(
     outcome: Result<Outcome>,
     plan: &Plan,
@@ -128,11 +129,14 @@ fn without_copies_if_refused(
 ) -> Result<Outcome> {
     match (&outcome, &plan.without_copies) {
         (Ok(Outcome::NoCopies(why)), Some(plain)) => {
-            banner::warn(
-                style,
-                &format!("git configs are read-only in this run (`git config` and `git remote add` fail): their private copies could not be set up: {why}"),
-            );
-            bwrap::run_sandboxed(plain, start)
+            let outcome = bwrap::run_sandboxed(plain, start);
+            if let Ok(Outcome::Exited(_)) = outcome {
+                banner::warn(
+                    style,
+                    &format!("git configs were read-only in this run (`git config` and `git remote add` cannot write them): their private copies could not be set up: {why}"),
+                );
+            }
+            outcome
         }
         _ => outcome,
     }

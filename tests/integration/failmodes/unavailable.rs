@@ -285,7 +285,7 @@ fn a_sandbox_without_config_copies_says_git_configs_are_read_only() {
         "git config user.email me@example.invalid; echo rc=$?",
     );
     assert!(
-        stderr(&out).contains("git configs are read-only in this run"),
+        stderr(&out).contains("git configs were read-only in this run"),
         "{}",
         both(&out)
     );

@@ -285,14 +285,17 @@ fn env_files_stay_masked_for_a_command_started_in_a_subdirectory() {
         &world,
         &pkg,
         &[],
-        "cat .env a/.env.local ../.env 2>&1; grep -r TOKEN . 2>&1; echo DONE",
+        "cat .env a/.env.local ../.env 2>&1; grep -r TOKEN . 2>&1
+         git config --local user.email me@example.invalid && echo CONFIG-OK",
         &[],
     );
+    // The config copies were set up (bubblewrap's own plan, after a failed
+    // set-up, masks too: this test is about the inner stage's).
+    assert_line(&out, "CONFIG-OK");
     if util::unclaimed(&out, util::ENV_READABLE) {
         return;
     }
     assert_no_secret(&out);
-    assert_line(&out, "DONE");
 }
 
 /// The same for a project inside another writable root, where every
