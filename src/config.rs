@@ -6,10 +6,11 @@
 //! never silently weaken (or strengthen) a policy. Other tables in the same file
 //! are ignored, so sbx can read its section out of another tool's config.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use crate::limits::{Count, Size};
@@ -221,6 +222,10 @@ pub struct SandboxTable {
 struct Document {
     #[serde(default)]
     sandbox: Option<SandboxTable>,
+    /// Everything else: other tables are another tool's (ignored), but a
+    /// key of `[sandbox]` written above every table is a mistake.
+    #[serde(flatten)]
+    rest: BTreeMap<String, toml::Value>,
 }
 
 /// One parsed and checked configuration file.
@@ -264,6 +269,7 @@ pub fn parse(source: Source, text: &str) -> Result<Layer> {
         .path()
         .map_or_else(|| "<config>".to_string(), |p| p.display().to_string());
     let doc: Document = toml::from_str(text).map_err(|e| toml_error(&file, text, &e))?;
+    outside_the_table(&doc.rest, &file, text)?;
     let table = doc.sandbox.unwrap_or_default();
     let at = Values { file: &file, text };
     check_policy_paths(&table, &at)?;
@@ -275,6 +281,45 @@ pub fn parse(source: Source, text: &str) -> Result<Layer> {
         table,
         allowlist,
     })
+}
+
+/// Refuse a key of `[sandbox]` written outside it (above the first table):
+/// TOML puts it in no table, so it would be ignored, and a `deny_read`
+/// there would leave the secret it names readable. Which keys are
+/// `[sandbox]`'s is asked of the table itself (any answer but "unknown
+/// field"), so the list cannot fall out of step.
+fn outside_the_table(rest: &BTreeMap<String, toml::Value>, file: &str, text: &str) -> Result<()> {
+    for (key, value) in rest {
+        if value.is_table() {
+            continue;
+        }
+        let alone = toml::Table::from_iter([(key.clone(), value.clone())]);
+        let known = match SandboxTable::deserialize(alone) {
+            Ok(_) => true,
+            Err(e) => unknown_field(e.message()).is_none(),
+        };
+        if known {
+            let line = top_level_line(text, key);
+            bail!(
+                "{file}:{line}: key `{key}` is outside the [sandbox] table, where sbx would ignore it (move it below the `[sandbox]` line)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The line of `key = …` above the first table header (1 if not found).
+fn top_level_line(text: &str, key: &str) -> usize {
+    text.lines()
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .position(|l| {
+            let l = l.trim_start();
+            let rest = l
+                .strip_prefix(key)
+                .or_else(|| l.strip_prefix(&format!("\"{key}\"")));
+            rest.is_some_and(|r| r.trim_start().starts_with('='))
+        })
+        .map_or(1, |i| i + 1)
 }
 
 /// A TOML syntax, type or unknown-key error, with the file, line and key.
@@ -491,6 +536,38 @@ allow_unsandboxed = true
         let layer = parse(Source::Default, text).unwrap();
         assert_eq!(layer.table.network, Some(NetworkMode::Deny));
         assert_eq!(layer.allowlist.unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_sandbox_key_above_every_table_is_refused() {
+        for (text, line, key) in [
+            ("deny_read = [\"~/secrets\"]\n", 1, "deny_read"),
+            (
+                "# sbx\n\n\"network\" = \"allow\"\n[sandbox]\n",
+                3,
+                "network",
+            ),
+            (
+                "title = \"x\"\nenabled = \"yes\"\n[sandbox]\n",
+                2,
+                "enabled",
+            ),
+        ] {
+            let msg = parse_err(text);
+            assert_eq!(
+                msg,
+                format!("/u/config.toml:{line}: key `{key}` is outside the [sandbox] table, where sbx would ignore it (move it below the `[sandbox]` line)"),
+                "{text}"
+            );
+        }
+        // Other keys and tables are another tool's; a dotted key is the table's.
+        for text in [
+            "title = \"x\"\n[sandbox]\nnetwork = \"allow\"\n",
+            "[other]\ndeny_read = 1\n",
+            "sandbox.network = \"allow\"\n",
+        ] {
+            assert!(parse(Source::Default, text).is_ok(), "{text}");
+        }
     }
 
     #[test]

@@ -56,8 +56,9 @@ pub fn config_man() -> Result<String> {
     pp(
         &mut r,
         "sbx(1) reads its policy from a `[sandbox]` table in TOML. Other tables in the same file \
-are ignored, so the section can live in another tool's configuration file. sbx needs no file at \
-all: every key is optional, and an absent key keeps the value of the layer below.",
+are ignored, so the section can live in another tool's configuration file; a key of the \
+`[sandbox]` table written above every table belongs to no table, and is an error. sbx needs no \
+file at all: every key is optional, and an absent key keeps the value of the layer below.",
     );
     pp(
         &mut r,

@@ -124,6 +124,21 @@ fn unknown_key_is_refused() {
     );
 }
 
+/// Written above every table, a key of `[sandbox]` belongs to no table:
+/// it was ignored, and a `deny_read` there left its secret readable.
+#[test]
+fn a_sandbox_key_outside_the_table_is_refused() {
+    assert_refused(
+        &Bad {
+            what: "key above the table",
+            toml: "# sbx\ndeny_read = [\"~/secrets\"]\n[sandbox]\nrequire = false\n",
+            line: 2,
+            key: "deny_read",
+        },
+        ALL_SOURCES,
+    );
+}
+
 #[test]
 fn wrong_type_is_refused() {
     assert_refused(
