@@ -343,7 +343,8 @@ fn note_entry(dir: &Path, name: &[u8], out: &mut Found) {
     }
 }
 
-fn is_pruned(name: &[u8]) -> bool {
+/// Whether the walk leaves a directory of this name out ([`PRUNED`]).
+pub fn is_pruned(name: &[u8]) -> bool {
     PRUNED.iter().any(|p| p.as_bytes() == name)
 }
 

@@ -80,8 +80,8 @@ pub(super) struct EnvFiles {
     /// Where the walk started (none when it did not run).
     pub scan_root: Option<PathBuf>,
     /// Files masked because a `.env` link led to them in an earlier run,
-    /// and no link does now.
-    pub remembered: Vec<PathBuf>,
+    /// and no link does now, each with the list that remembers it.
+    pub remembered: Vec<(PathBuf, PathBuf)>,
 }
 
 impl EnvFiles {
@@ -133,53 +133,26 @@ pub(super) fn env_files(places: &Places, early: crate::envscan::Early) -> anyhow
         });
     }
     let scan_root = super::paths::outermost_repository(&places.project, &places.home_real);
-    let found = crate::envscan::walk_asked(&scan_root, places.host.cache_dir.as_deref(), early);
+    let cache = places.host.cache_dir.as_deref();
+    let found = crate::envscan::walk_asked(&scan_root, cache, early);
     let kept = |p: &PathBuf| p.starts_with(&scan_root) || is_users_own_file(p);
     let mut files: Vec<PathBuf> = found.env_files.into_iter().filter(kept).collect();
     files.extend(above(&scan_root, &places.home_real));
-    // Every file masked is remembered for the project's later runs, while
-    // it exists: one found only through a `.env` link (a file outside, in a
-    // pruned directory, not named `.env`, or a link above the project)
-    // would otherwise come out of hiding once the command removes the link
-    // or moves it where the walk does not look.
-    let mut remembered = Vec::new();
-    if let Some(cache) = places.host.cache_dir.as_deref() {
-        for old in crate::envscan::linked_targets(cache, &scan_root) {
-            if files.contains(&old) {
-                continue;
-            }
-            match std::fs::symlink_metadata(&old) {
-                // Gone (or no longer a file): forgotten.
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
-                    ) =>
-                {
-                    continue
-                }
-                Ok(m) if !m.is_file() => continue,
-                // A file, or what it is cannot be told now (a directory on
-                // its way made unreadable): still masked.
-                _ => {}
-            }
-            if kept(&old) {
-                remembered.push(old);
-            }
-        }
-        if remembered.len() > MAX_REMEMBERED {
-            anyhow::bail!(
-                "{} files are kept masked because .env links led to them in earlier runs, more than the {MAX_REMEMBERED} sbx keeps; the command was not run (remove the lines of files you do not need hidden from {})",
-                remembered.len(),
-                crate::envscan::linked_targets_file(cache, &scan_root).display()
-            );
-        }
-        let mut all: Vec<PathBuf> = files.iter().chain(&remembered).cloned().collect();
-        all.sort();
-        all.dedup();
-        crate::envscan::remember_linked_targets(cache, &scan_root, &all);
+    let mut unreadable = found.unreadable;
+    let mut remembered = remembered_from(cache, &scan_root, &files, &kept)?;
+    if unreached(&scan_root, &places.project) {
+        // The project's own files, which that walk skips (remembered under
+        // the project's name); its repositories are walked as another
+        // writable root's (`other_repositories`).
+        let own = crate::envscan::walk(&places.project, cache);
+        let own_files: Vec<PathBuf> = own.env_files.into_iter().filter(kept).collect();
+        remembered.extend(remembered_from(cache, &places.project, &own_files, &kept)?);
+        files.extend(own_files);
+        unreadable.extend(own.unreadable);
+        unreadable.sort();
+        unreadable.dedup();
     }
-    files.extend(remembered.iter().cloned());
+    files.extend(remembered.iter().map(|(file, _)| file.clone()));
     // Never sbx itself nor a program on PATH: a link planted to one would
     // break every later run.
     if !files.is_empty() {
@@ -193,12 +166,72 @@ pub(super) fn env_files(places: &Places, early: crate::envscan::Early) -> anyhow
     files.dedup();
     Ok(EnvFiles {
         files,
-        unreadable: found.unreadable,
+        unreadable,
         git_entries: found.git_entries,
         bare: found.bare,
         scan_root: Some(scan_root),
         remembered,
     })
+}
+
+/// The files masked in earlier runs of the walk from `root` that this
+/// walk did not find, as they still are (with the list that remembers
+/// them); `files` (this walk's) are remembered for later runs with them.
+/// Every file masked is remembered while it exists: one found only
+/// through a `.env` link (a file outside, in a pruned directory, not named
+/// `.env`, or a link above the project) would otherwise come out of hiding
+/// once the command removes the link or moves it where the walk does not
+/// look.
+fn remembered_from(
+    cache: Option<&Path>,
+    root: &Path,
+    files: &[PathBuf],
+    kept: &dyn Fn(&PathBuf) -> bool,
+) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
+    let Some(cache) = cache else {
+        return Ok(Vec::new());
+    };
+    let list = crate::envscan::linked_targets_file(cache, root);
+    let mut remembered = Vec::new();
+    for old in crate::envscan::linked_targets(cache, root) {
+        if files.contains(&old) {
+            continue;
+        }
+        match std::fs::symlink_metadata(&old) {
+            // Gone (or no longer a file): forgotten.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+                ) =>
+            {
+                continue
+            }
+            Ok(m) if !m.is_file() => continue,
+            // A file, or what it is cannot be told now (a directory on
+            // its way made unreadable): still masked.
+            _ => {}
+        }
+        if kept(&old) {
+            remembered.push((old, list.clone()));
+        }
+    }
+    if remembered.len() > MAX_REMEMBERED {
+        anyhow::bail!(
+            "{} files are kept masked because .env links led to them in earlier runs, more than the {MAX_REMEMBERED} sbx keeps; the command was not run (remove the lines of files you do not need hidden from {})",
+            remembered.len(),
+            list.display()
+        );
+    }
+    let mut all: Vec<PathBuf> = files
+        .iter()
+        .chain(remembered.iter().map(|(file, _)| file))
+        .cloned()
+        .collect();
+    all.sort();
+    all.dedup();
+    crate::envscan::remember_linked_targets(cache, root, &all);
+    Ok(remembered)
 }
 
 /// The files never masked: sbx's own executable, and the directories of
@@ -218,9 +251,22 @@ fn runs_here(places: &Places) -> (Option<PathBuf>, Vec<PathBuf>) {
     (sbx, path_dirs)
 }
 
+/// Whether the walk from `scan_root` leaves `dir` out: `dir`, or a
+/// directory on the way down to it, bears a name the walk prunes, as a
+/// project in `.venv/src/PKG` (pip's editable installs from git) or in
+/// `node_modules/dep` of an outer repository does.
+fn unreached(scan_root: &Path, dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    dir.strip_prefix(scan_root).is_ok_and(|rest| {
+        rest.components()
+            .any(|c| crate::envscan::is_pruned(c.as_os_str().as_bytes()))
+    })
+}
+
 /// The repositories in the writable roots the project's walk does not
-/// cover (`--writable ~/src`): each root walked the same way (from the
-/// walk's cache), for its `.git` entries. Not the system's `/tmp` (shared
+/// cover (`--writable ~/src`, or the project itself inside a directory
+/// that walk prunes): each root walked the same way (from the walk's
+/// cache), for its `.git` entries. Not the system's `/tmp` (shared
 /// with every user and every tool: its content is not the user's
 /// repositories), not home or a directory above it (the whole home walked
 /// on every run), not sbx's own tool caches, not a git directory.
@@ -235,7 +281,7 @@ pub(super) fn other_repositories(
     let cache = places.host.cache_dir.as_deref();
     writable
         .iter()
-        .filter(|w| !w.starts_with(scan_root))
+        .filter(|w| !w.starts_with(scan_root) || unreached(scan_root, w))
         .filter(|w| !places.home_real.starts_with(w))
         .filter(|w| !cache.is_some_and(|c| w.starts_with(c)))
         .filter(|w| !matches!(w.to_str(), Some("/tmp" | "/private/tmp" | "/var/tmp")))

@@ -386,15 +386,11 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         later.add_repositories(&nested, &bare, &places, &writable)?;
     }
     credentials.extend(dotenv.unreadable_dirs());
-    for file in &dotenv.remembered {
+    for (file, list) in &dotenv.remembered {
         warnings.push(format!(
             "still masking {}: a .env link in this project led to it before (to read it in the sandbox again, remove its line from {})",
             file.display(),
-            host.cache_dir
-                .as_deref()
-                .zip(dotenv.scan_root.as_deref())
-                .map(|(c, r)| crate::envscan::linked_targets_file(c, r).display().to_string())
-                .unwrap_or_default()
+            list.display()
         ));
     }
     if s.filesystem != FsSetting::ReadOnly {

@@ -1051,3 +1051,47 @@ fn a_writable_root_full_of_repositories_is_named_not_refused() {
         both(&out)
     );
 }
+
+/// A git project inside a directory the walk prunes, in an outer
+/// repository (pip's editable installs clone into `.venv/src/PKG`; a
+/// dependency checked out in `node_modules/dep`): the walk started at the
+/// outer repository and never entered it, so the project's own `.env`
+/// files were readable, the hooks of the repositories inside it writable,
+/// and a repository the command made there stayed (found by stop 32's
+/// review).
+#[test]
+fn a_project_inside_a_pruned_directory_of_an_outer_repository_is_walked() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let dep = world.project.join(".venv/src/pkg");
+    let inner = dep.join("lib/inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    util::repo_with_commit(&dep);
+    util::repo_with_commit(&inner);
+    for rel in [".env", "lib/.env.local"] {
+        util::write(&dep.join(rel), &format!("TOKEN={SECRET}\n"));
+    }
+    let out = sbx_sh(
+        &world,
+        &dep,
+        &[],
+        r#"cat .env lib/.env.local 2>&1
+printf '#!/bin/sh\n' > lib/inner/.git/hooks/pre-commit 2>&1
+mkdir -p made && cd made && git init -q && printf '#!/bin/sh\n' > .git/hooks/post-checkout
+echo DONE"#,
+        &[],
+    );
+    assert_line(&out, "DONE");
+    let hook = inner.join(".git/hooks/pre-commit");
+    assert!(!hook.exists(), "{} planted: {}", hook.display(), both(&out));
+    assert!(
+        dep.join("made/.git.sbx-blocked").exists() && !dep.join("made/.git").exists(),
+        "the repository made with a hook stayed: {}",
+        both(&out)
+    );
+    if util::unclaimed(&out, util::ENV_READABLE) {
+        return;
+    }
+    assert_no_secret(&out);
+}
