@@ -74,8 +74,9 @@ pub const UNREADABLE: &str = "sbx's own cgroup could not be found in the mounted
 /// Where a run cgroup with a memory limit can be made for this process.
 pub fn place() -> Result<Place, &'static str> {
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").map_err(|_| UNREADABLE)?;
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|_| UNREADABLE)?;
-    find(&cgroups, &mounts, &HostFs)
+    // As bytes: a mount point's path need not be UTF-8.
+    let mounts = std::fs::read("/proc/self/mountinfo").map_err(|_| UNREADABLE)?;
+    find(&cgroups, &String::from_utf8_lossy(&mounts), &HostFs)
 }
 
 /// What [`find`] asks of the file system (a stand-in in tests).

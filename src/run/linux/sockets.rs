@@ -173,8 +173,10 @@ pub fn open_socket_dir(path: &Path) -> Result<SocketDir> {
     if mount_of(parent.as_raw_fd()).with_context(|| format!("{}/..", path.display()))? == mount {
         bail!("{} is not a mount of its own", path.display());
     }
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").context("/proc/self/mountinfo")?;
-    if !fresh_tmpfs(&mounts, mount) {
+    // As bytes: a mount point's path need not be UTF-8 (a masked `.env`
+    // named so); the fields read here are numbers and words.
+    let mounts = std::fs::read("/proc/self/mountinfo").context("/proc/self/mountinfo")?;
+    if !fresh_tmpfs(&String::from_utf8_lossy(&mounts), mount) {
         bail!("{} is not a tmpfs of the sandbox's own", path.display());
     }
     Ok(SocketDir { dir, mount })

@@ -377,6 +377,45 @@ fn python_multiprocessing_works() {
     assert_line(&out, "POOL [0, 1, 4, 9]");
 }
 
+/// A masked `.env` whose name is not UTF-8 puts that name in the sandbox's
+/// mount table, which PID 1 read as UTF-8 text to check the socket
+/// directory: every later run lost its own Unix sockets (found by stop
+/// 32's review; a command could do it to the next run on purpose).
+#[test]
+fn a_mount_table_that_is_not_utf8_keeps_the_commands_own_sockets() {
+    require_sandbox!();
+    if !have_python() {
+        return;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let world = World::new();
+    let name = std::ffi::OsStr::from_bytes(b".env.\xff");
+    util::write(&world.project.join(name), &format!("TOKEN={SECRET}\n"));
+    let out = Sbx.run(
+        &world,
+        &[],
+        &[
+            python().to_str().unwrap(),
+            "-c",
+            "import os, socket\n\
+             s = socket.socket(socket.AF_UNIX)\n\
+             s.bind(os.path.join(os.environ['TMPDIR'], 'a.sock'))\n\
+             print('BOUND', flush=True)",
+        ],
+        &[],
+    );
+    if util::contained() {
+        // Reduced mode gives no Unix socket (see python_multiprocessing_works).
+        return;
+    }
+    assert_line(&out, "BOUND");
+    assert!(
+        !crate::host::stderr(&out).contains("refused"),
+        "{}",
+        both(&out)
+    );
+}
+
 /// A Node program listens on a Unix socket in its temporary directory and
 /// connects to it, as tsx and other tools do with their worker processes.
 #[test]
