@@ -633,10 +633,12 @@ fn gather_host(
             .create(&cache_dir);
     }
     let env = run::host_env(env);
+    let account_home = home_from_passwd().filter(|h| h.is_absolute() && *h != home);
     Ok(Host {
         platform,
         cwd,
         home,
+        account_home,
         env,
         self_exe,
         cache_dir: Some(cache_dir),

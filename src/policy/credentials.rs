@@ -20,6 +20,15 @@ pub(super) fn listed(s: &Settings, places: &Places, writable: &[PathBuf]) -> Vec
         paths.extend(CREDENTIALS_MACOS.iter().map(|c| home.join(c)));
     }
     paths.extend(hidden_agent_tokens(s, places, writable));
+    // The home of the user database too, when HOME names another: there
+    // lie the user's real keys (its agents' tokens are granted nowhere).
+    if let Some(account) = &places.host.account_home {
+        paths.extend(CREDENTIALS.iter().map(|c| account.join(c)));
+        if places.host.platform == Platform::Macos {
+            paths.extend(CREDENTIALS_MACOS.iter().map(|c| account.join(c)));
+        }
+        paths.extend(AGENT_TOKENS.iter().map(|(_, token)| account.join(token)));
+    }
     paths.extend(s.deny_read.iter().cloned());
     let mut credentials = Vec::new();
     for written in paths {

@@ -333,6 +333,7 @@ mod tests {
             platform: Platform::Linux,
             cwd: "/".into(),
             home: "/home/t".into(),
+            account_home: None,
             env: vars
                 .iter()
                 .map(|(k, v)| (OsString::from(k), OsString::from(v)))

@@ -225,6 +225,10 @@ pub struct Host {
     pub platform: Platform,
     pub cwd: PathBuf,
     pub home: PathBuf,
+    /// The home directory the user database gives this user, when `HOME`
+    /// names another (a wrapper that points `HOME` at a scratch directory,
+    /// `su` without `-`): its credentials are hidden too.
+    pub account_home: Option<PathBuf>,
     /// The environment sbx was started with.
     pub env: Vec<(OsString, OsString)>,
     /// Real path of the running sbx executable.

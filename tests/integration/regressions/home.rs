@@ -52,3 +52,52 @@ touch "$HOME/ok" && echo HOME-WRITABLE"#,
         .unwrap();
     assert!(!marker.exists(), "~/.cargo/env ran: {}", both(&out));
 }
+
+/// With `HOME` pointing elsewhere (a harness's scratch home, `su` without
+/// `-`), the credentials of the home the user database names stayed
+/// readable: only those under `HOME` were hidden (found by stop 32's
+/// review). The user database is stood in for with nss_wrapper.
+#[test]
+fn the_account_homes_credentials_are_hidden_when_home_is_elsewhere() {
+    require_sandbox!();
+    let Some(wrapper) = tool(&[
+        "/usr/lib/x86_64-linux-gnu/libnss_wrapper.so",
+        "/usr/lib/aarch64-linux-gnu/libnss_wrapper.so",
+        "/usr/lib64/libnss_wrapper.so",
+    ]) else {
+        return;
+    };
+    use std::os::unix::fs::MetadataExt;
+    let world = World::new();
+    let account = world.root.join("account home");
+    for rel in [".ssh/id_ed25519", ".aws/credentials"] {
+        util::write(&account.join(rel), &format!("{SECRET}\n"));
+    }
+    let me = std::fs::metadata("/proc/self").unwrap();
+    let passwd = world.root.join("passwd");
+    let group = world.root.join("group");
+    util::write(
+        &passwd,
+        &format!(
+            "me:x:{}:{}::{}:/bin/sh\n",
+            me.uid(),
+            me.gid(),
+            account.display()
+        ),
+    );
+    util::write(&group, &format!("me:x:{}:\n", me.gid()));
+    let mut cmd = world.sbx_std();
+    cmd.env("LD_PRELOAD", wrapper)
+        .env("NSS_WRAPPER_PASSWD", &passwd)
+        .env("NSS_WRAPPER_GROUP", &group);
+    sh_in(
+        &mut cmd,
+        &[],
+        "cat \"$1/.ssh/id_ed25519\" \"$1/.aws/credentials\" 2>&1; echo DONE",
+        &[account.to_str().unwrap()],
+    );
+    let out = cmd.output().unwrap();
+    show("account home", &out);
+    assert_no_secret(&out);
+    assert_line(&out, "DONE");
+}
