@@ -22,12 +22,15 @@ pub(super) fn listed(s: &Settings, places: &Places, writable: &[PathBuf]) -> Vec
     paths.extend(hidden_agent_tokens(s, places, writable));
     // The home of the user database too, when HOME names another: there
     // lie the user's real keys (its agents' tokens are granted nowhere).
+    // Those that exist: that home is not the one the command works in, and
+    // a profile stays the same wherever HOME points at a fresh directory.
     if let Some(account) = &places.host.account_home {
-        paths.extend(CREDENTIALS.iter().map(|c| account.join(c)));
+        let mut theirs: Vec<PathBuf> = CREDENTIALS.iter().map(|c| account.join(c)).collect();
         if places.host.platform == Platform::Macos {
-            paths.extend(CREDENTIALS_MACOS.iter().map(|c| account.join(c)));
+            theirs.extend(CREDENTIALS_MACOS.iter().map(|c| account.join(c)));
         }
-        paths.extend(AGENT_TOKENS.iter().map(|(_, token)| account.join(token)));
+        theirs.extend(AGENT_TOKENS.iter().map(|(_, token)| account.join(token)));
+        paths.extend(theirs.into_iter().filter(|p| p.symlink_metadata().is_ok()));
     }
     paths.extend(s.deny_read.iter().cloned());
     let mut credentials = Vec::new();
