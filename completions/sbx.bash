@@ -125,7 +125,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd____inner)
-            opts="-h --unix-sockets --socket-dir --symlinks-in --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --pin --mask --mask-if-present --mask-with --help"
+            opts="-h --unix-sockets --socket-dir --symlinks-in --ready-fd --proxy-socket --limit --network-hint --config-copies --private-config --pin --pin-link --mask --mask-if-present --mask-with --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -168,6 +168,10 @@ _sbx() {
                     return 0
                     ;;
                 --pin)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pin-link)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

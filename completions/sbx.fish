@@ -136,6 +136,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l network-hint -d 'Say
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l config-copies -d 'The run\'s directory of private git config copies (`N`, `N.link`)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l private-config -d 'A git config to mount the link `N.link` over, N counting from 0 in the order given (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l pin -d 'A directory to bind onto itself, so that it cannot be renamed (repeatable; with the config copies, whose set-up has the capability to mount)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l pin-link -d 'A symbolic link to mount onto itself after the pins, so that it cannot be removed or replaced (repeatable; with the config copies)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l mask -d 'A file to mask with a read-only bind of `--mask-with`, after the pins and the copies (repeatable; with the config copies, whose set-up has the capability to mount). In a writable root: gone now, it was moved, and the set-up is refused' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l mask-if-present -d 'The same for a file outside every writable root, skipped when the sandbox does not show it (a path under its own `/dev` or `/proc`)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand __inner" -l mask-with -d 'The empty file every `--mask` shows (sbx\'s placeholder)' -r -F

@@ -287,6 +287,10 @@ pub struct InnerArgs {
     /// capability to mount).
     #[arg(long = "pin", value_name = "DIR", requires = "config_copies")]
     pub pins: Vec<PathBuf>,
+    /// A symbolic link to mount onto itself after the pins, so that it
+    /// cannot be removed or replaced (repeatable; with the config copies).
+    #[arg(long = "pin-link", value_name = "LINK", requires = "config_copies")]
+    pub pinned_links: Vec<PathBuf>,
     /// A file to mask with a read-only bind of `--mask-with`, after the
     /// pins and the copies (repeatable; with the config copies, whose
     /// set-up has the capability to mount). In a writable root: gone now,

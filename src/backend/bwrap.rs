@@ -16,8 +16,10 @@
 //! 4. pins: each directory between a writable root and a protected path is
 //!    bound onto itself, so it becomes a mount point that cannot be renamed or
 //!    replaced (which would free the protected path below it). With private
-//!    config copies (group 7) the inner stage makes these binds itself,
-//!    recursively, before the command exists (`--pin`, `run/linux/copies.rs`):
+//!    config copies or a symbolic link on the way (group 7) the inner
+//!    stage makes these binds itself, recursively, before the command
+//!    exists (`--pin`; `--pin-link` for a link, which only it can mount
+//!    onto itself; `run/linux/copies.rs`):
 //!    bubblewrap reads its mount table again after each bind, which made
 //!    every deep `.env` cost a few milliseconds; a recursive bind made after
 //!    groups 5 and 6 carries their mounts along;
@@ -90,9 +92,11 @@ pub fn render(
         Network::Allowlist(_) => proxy,
         _ => None,
     };
+    // The inner stage's set-up (which may mount) runs for config copies,
+    // and for links to pin, which only it can mount.
     let copies = per_run
         .copies
-        .filter(|_| !private_configs(policy).is_empty());
+        .filter(|_| !private_configs(policy).is_empty() || !policy.pinned_links.is_empty());
     let sockets = per_run.sockets.filter(|_| policy.own_sockets.is_some());
     let mut a = Args::default();
     namespaces(&mut a, policy, copies.is_some());
@@ -376,6 +380,9 @@ fn inner_stage(
         }
         for pin in pins(policy) {
             a.path("--pin", pin);
+        }
+        for link in &policy.pinned_links {
+            a.path("--pin-link", link);
         }
         if !file_masks.is_empty() {
             a.path("--mask-with", &policy.placeholder);

@@ -88,6 +88,7 @@ fn policy_for(home: &str, project: &str) -> Policy {
             prot(".git/config", Kind::File, false),
         ],
         pins: vec![project.join(".git")],
+        pinned_links: Vec::new(),
         credentials,
         env_files: Vec::new(),
         placeholder: PathBuf::from("/Users/t/.cache/sbx/empty"),

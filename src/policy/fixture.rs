@@ -54,6 +54,7 @@ pub(crate) fn test_policy(platform: Platform) -> Policy {
             },
         ],
         pins: vec![project.join(".git")],
+        pinned_links: Vec::new(),
         git_configs: Vec::new(),
         tool_caches: Vec::new(),
         credentials: vec![

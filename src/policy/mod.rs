@@ -162,6 +162,10 @@ pub struct Policy {
     /// Directories between a writable root and a protected path, made mount
     /// points of themselves so that they cannot be renamed away.
     pub pins: Vec<PathBuf>,
+    /// Symbolic links in writable roots on the way to protected paths (or
+    /// protected themselves), mounted onto themselves during the run
+    /// (Linux, by the inner stage: a mount made by path follows the link).
+    pub pinned_links: Vec<PathBuf>,
     /// Git config files that exist and are mounted read-only, with what
     /// they set before the run. git on the host replaces such a file
     /// whenever it writes it (a lock file renamed over it), which detaches
@@ -425,6 +429,7 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         writable,
         protected: later.protected,
         pins: later.pins,
+        pinned_links: later.links,
         git_configs: later.git_configs,
         tool_caches: tool_caches.into_iter().map(|(_, dir, _)| dir).collect(),
         credentials,

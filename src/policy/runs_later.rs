@@ -22,6 +22,10 @@ pub(super) struct RunsLater {
     /// Directories between a writable root and a protected path or a masked
     /// `.env`, shallowest first.
     pub pins: Vec<PathBuf>,
+    /// Symbolic links in a writable root that git passes through to reach
+    /// a protected path (or that are one), each mounted onto itself by the
+    /// inner stage so that it cannot be pointed elsewhere during the run.
+    pub links: Vec<PathBuf>,
     pub git_configs: Vec<GitConfigWatch>,
     layout: GitLayout,
 }
@@ -216,8 +220,12 @@ impl RunsLater {
 }
 
 impl RunsLater {
-    /// Watch a link by its own identity (moved aside if replaced).
+    /// Watch a link by its own identity (moved aside if replaced), and pin
+    /// it for the run.
     fn watch_link(&mut self, place: PathBuf) {
+        if !self.links.contains(&place) {
+            self.links.push(place.clone());
+        }
         let entry = Protected {
             identity: identity(&place),
             path: place,

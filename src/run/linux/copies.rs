@@ -40,6 +40,8 @@ pub struct Setup<'a> {
     pub configs: &'a [PathBuf],
     /// Directories to bind onto themselves.
     pub pins: &'a [PathBuf],
+    /// Symbolic links to mount onto themselves.
+    pub links: &'a [PathBuf],
     /// The files to mask, if any.
     pub masks: Option<Masks<'a>>,
 }
@@ -190,6 +192,26 @@ fn set_read_only(tree: &OwnedFd) -> Result<()> {
     };
     if r != 0 {
         return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(())
+}
+
+/// Mount each symbolic link onto itself (the link, not what it points to:
+/// [`open_tree`] takes it with `AT_SYMLINK_NOFOLLOW`, and `move_mount`
+/// does not follow the last name of its target): a mount point cannot be
+/// removed or renamed over, so `.git/hooks -> ../tools/hooks` or a linked
+/// `.git/config` keeps pointing where it did for the whole run, and git on
+/// the host never follows a link the command made (it was moved aside only
+/// after the run). One gone since the outer stage looked has nothing to
+/// pin (the checks after the run find what took its place).
+pub fn pin_links(links: &[PathBuf]) -> Result<()> {
+    for link in links {
+        let tree = match open_tree(link) {
+            Ok(tree) => tree,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(e.context(format!("pinning the link {}", link.display()))),
+        };
+        move_mount(&tree, link).with_context(|| format!("pinning the link {}", link.display()))?;
     }
     Ok(())
 }

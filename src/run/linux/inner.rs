@@ -265,6 +265,7 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd)> {
 /// and enters the working directory last).
 fn set_up_copies(setup: &super::copies::Setup, ready_fd: Option<i32>) -> Result<()> {
     let set_up = super::copies::pin(setup.pins)
+        .and_then(|()| super::copies::pin_links(setup.links))
         .and_then(|()| super::copies::mount_links(setup.dir, setup.configs))
         .and_then(|()| setup.masks.as_ref().map_or(Ok(()), super::copies::mask))
         .and_then(|()| super::copies::become_the_user())

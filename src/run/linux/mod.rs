@@ -383,6 +383,7 @@ pub fn inner(args: cli::InnerArgs) -> Result<ExitCode> {
             dir,
             configs: &args.private_configs,
             pins: &args.pins,
+            links: &args.pinned_links,
             masks: args.mask_with.as_deref().map(|with| copies::Masks {
                 with,
                 files: &args.masks,

@@ -207,7 +207,8 @@ fn new_git_with_same_line_key_or_gitdir_file_is_caught() {
 
 /// Round 4, F1: when the project's `.git` is a symlink to a separate git
 /// directory, the command cannot swap the link for a repository of its own
-/// whose hooks and config host git would run: the replacement is moved aside.
+/// whose hooks and config host git would run: in full mode the link is a
+/// mount point for the run; in reduced mode the replacement is moved aside.
 #[test]
 fn linked_git_directory_cannot_be_swapped() {
     require_sandbox!();
@@ -237,6 +238,18 @@ fn linked_git_directory_cannot_be_swapped() {
         ),
     );
     assert_absent(&out, "NOT sandboxed");
+    if !util::contained() {
+        // Full mode mounts the link onto itself for the run: it stays.
+        assert_eq!(
+            std::fs::read_link(world.project.join(".git")).ok(),
+            Some(gitdir.clone()),
+            "{}",
+            both(&out)
+        );
+        assert!(!present(&world.project.join(".git.sbx-blocked")));
+        assert!(!present(&planted));
+        return;
+    }
     let now = std::fs::symlink_metadata(world.project.join(".git")).ok();
     assert!(
         now.is_none(),

@@ -1095,3 +1095,56 @@ echo DONE"#,
     }
     assert_no_secret(&out);
 }
+
+/// `.git/hooks -> ../tools/hooks` and a linked `.git/config`: the target is
+/// read-only, but the link lives in `.git`, which git needs writable. The
+/// command pointed it elsewhere (`ln -sfn`), and until sbx moved it aside
+/// after the run, git on the host followed it (an editor's `git status`
+/// ran a planted `core.fsmonitor`); the move then left the repository
+/// without its config. The links are now mounted onto themselves for the
+/// run (found by stop 32's review).
+#[test]
+fn linked_hooks_and_config_cannot_be_pointed_elsewhere_during_the_run() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let git = world.project.join(".git");
+    std::fs::create_dir_all(world.project.join("tools")).unwrap();
+    std::fs::rename(git.join("hooks"), world.project.join("tools/hooks")).unwrap();
+    std::fs::rename(git.join("config"), world.project.join("git-config")).unwrap();
+    symlink("../tools/hooks", git.join("hooks")).unwrap();
+    symlink("../git-config", git.join("config")).unwrap();
+    let evil = world.root.join("evil-config");
+    std::fs::write(&evil, "[core]\n\tfsmonitor = \"touch PWNED; false\"\n").unwrap();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"git config --get core.bare && echo READ-OK
+ln -sfn "$1" .git/config 2>&1
+ln -sfn /tmp .git/hooks 2>&1
+rm -f .git/config 2>&1
+echo DONE"#,
+        &[evil.to_str().unwrap()],
+    );
+    assert_line(&out, "READ-OK");
+    assert_line(&out, "DONE");
+    for (link, target) in [("config", "../git-config"), ("hooks", "../tools/hooks")] {
+        assert_eq!(
+            std::fs::read_link(git.join(link)).ok().as_deref(),
+            Some(Path::new(target)),
+            ".git/{link}: {}",
+            both(&out)
+        );
+        if util::contained() {
+            // Reduced mode mounts nothing: the links were put back after
+            // the run (the window during it stays, as the README says).
+            continue;
+        }
+        assert!(
+            !git.join(format!("{link}.sbx-blocked")).exists(),
+            "the link was replaced during the run: {}",
+            both(&out)
+        );
+    }
+}

@@ -175,7 +175,8 @@ done
 /// roots (`.vscode -> ~/dotfiles/vscode`, a hooks directory linked to
 /// dotfiles) was silently skipped, and the command could replace the link.
 /// The fix watches the link by its identity (device and inode number) and
-/// moves a replacement aside. Each replacement is tried in fresh worlds until
+/// moves a replacement aside (reduced mode); full mode now mounts the link
+/// onto itself for the run, so it cannot be replaced at all. Each replacement is tried in fresh worlds until
 /// one gets the link's inode number back (concurrent tests can take it
 /// first; a file system that never reuses numbers, like tmpfs, never does).
 fn replaced_protected_link_is_moved_aside(name: &str, file: &str, hooks_path: bool) {
@@ -235,6 +236,24 @@ fn replace_protected_link(
             &["commit", "-q", "--allow-empty", "-m", "x"],
         );
     }
+    assert!(
+        !planted_ran.exists(),
+        "host git ran the planted hook\n{}",
+        both(&out)
+    );
+    let aside = world.project.join(format!("{name}.sbx-blocked"));
+    if !util::contained() {
+        // Full mode mounts the link onto itself for the run: it could not
+        // be removed, so nothing was replaced or moved aside.
+        assert_eq!(
+            std::fs::read_link(&link).ok().as_deref(),
+            Some(target.as_path()),
+            "replaced with {how}\n{}",
+            both(&out)
+        );
+        assert!(!present(&aside), "replaced with {how}\n{}", both(&out));
+        return true;
+    }
     // Regression: the identity sbx compared was (device, inode number)
     // alone, and a replacement that got the deleted link's inode number (a
     // new link nearly always, a directory often, on ext4) was left in place;
@@ -250,7 +269,6 @@ fn replace_protected_link(
         "replaced with {how}: the command's {name} was left in place, {kept:?} (inode number reused: {reused})\n{}",
         both(&out)
     );
-    let aside = world.project.join(format!("{name}.sbx-blocked"));
     assert!(aside.join(file).is_file(), "{how}\n{}", both(&out));
     let err = stderr(&out);
     assert!(
