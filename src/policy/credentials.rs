@@ -144,7 +144,7 @@ pub(super) fn env_files(places: &Places, early: crate::envscan::Early) -> anyhow
             remembered: Vec::new(),
         });
     }
-    let scan_root = super::paths::outermost_repository(&places.project, &places.home_real);
+    let scan_root = super::paths::outermost_repository(&places.project, &places.homes());
     let cache = places.host.cache_dir.as_deref();
     let found = crate::envscan::walk_asked(&scan_root, cache, early);
     let kept = |p: &PathBuf| p.starts_with(&scan_root) || is_users_own_file(p);
@@ -154,11 +154,14 @@ pub(super) fn env_files(places: &Places, early: crate::envscan::Early) -> anyhow
     let mut remembered = remembered_from(cache, &scan_root, &files, &kept)?;
     if unreached(&scan_root, &places.project) {
         // The project's own files, which that walk skips (remembered under
-        // the project's name); its repositories are walked as another
-        // writable root's (`other_repositories`).
-        let own = crate::envscan::walk(&places.project, cache);
-        let own_files: Vec<PathBuf> = own.env_files.into_iter().filter(kept).collect();
-        remembered.extend(remembered_from(cache, &places.project, &own_files, &kept)?);
+        // the name of this walk's root); its repositories are walked as
+        // another writable root's (`other_repositories`).
+        let own_root = own_root(&scan_root, &places.project);
+        let own = crate::envscan::walk(&own_root, cache);
+        let mut own_files: Vec<PathBuf> = own.env_files.into_iter().filter(kept).collect();
+        // And those in the directories above it (the pruned ones too).
+        own_files.extend(above(&own_root, &places.home_real));
+        remembered.extend(remembered_from(cache, &own_root, &own_files, &kept)?);
         files.extend(own_files);
         unreadable.extend(own.unreadable);
         unreadable.sort();
@@ -273,6 +276,28 @@ fn unreached(scan_root: &Path, dir: &Path) -> bool {
         rest.components()
             .any(|c| crate::envscan::is_pruned(c.as_os_str().as_bytes()))
     })
+}
+
+/// Where the walk of a project the walk from `scan_root` leaves out
+/// starts: the outermost repository around it below the last pruned name
+/// on the way, as [`super::paths::outermost_repository`] finds it below
+/// home, so that a repository in a subdirectory of a checkout in
+/// `.venv/src` does not leave that checkout's other `.env` files out.
+fn own_root(scan_root: &Path, project: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let mut top = project.to_path_buf();
+    for dir in project.ancestors() {
+        let pruned = dir
+            .file_name()
+            .is_some_and(|n| crate::envscan::is_pruned(n.as_bytes()));
+        if pruned || dir == scan_root || !dir.starts_with(scan_root) {
+            break;
+        }
+        if super::paths::exists(&dir.join(".git")) {
+            top = dir.to_path_buf();
+        }
+    }
+    top
 }
 
 /// The repositories in the writable roots the project's walk does not

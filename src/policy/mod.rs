@@ -259,6 +259,9 @@ pub(crate) struct Places<'a> {
     /// The home directory as given, and its real path.
     pub home: PathBuf,
     pub home_real: PathBuf,
+    /// The real path of the user database's home, when `HOME` names
+    /// another (see [`Host::account_home`]).
+    pub account_real: Option<PathBuf>,
     /// Real path of the project root.
     pub project: PathBuf,
 }
@@ -268,6 +271,10 @@ impl Places<'_> {
         let cwd = paths::real(&host.cwd).unwrap_or_else(|| host.cwd.clone());
         let home = host.home.clone();
         let home_real = paths::real(&home).unwrap_or_else(|| home.clone());
+        let account_real = host.account_home.as_deref().and_then(paths::real);
+        let homes: Vec<&Path> = std::iter::once(home_real.as_path())
+            .chain(account_real.as_deref())
+            .collect();
         let project = match &flags.project {
             Some(p) => paths::real(&host.cwd.join(p)).ok_or_else(|| {
                 anyhow::anyhow!(
@@ -275,15 +282,23 @@ impl Places<'_> {
                     p.display()
                 )
             })?,
-            None => paths::find_project(&cwd, &home_real),
+            None => paths::find_project(&cwd, &homes),
         };
         Ok(Places {
             host,
             cwd,
             home,
             home_real,
+            account_real,
             project,
         })
+    }
+
+    /// The homes a project never reaches up to or past.
+    pub fn homes(&self) -> Vec<&Path> {
+        std::iter::once(self.home_real.as_path())
+            .chain(self.account_real.as_deref())
+            .collect()
     }
 
     /// A real path as the platform spells it (on macOS `/tmp` is
@@ -330,7 +345,7 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     let early = places
         .host
         .scan_env_files
-        .then(|| paths::outermost_repository(&places.project, &places.home_real))
+        .then(|| paths::outermost_repository(&places.project, &places.homes()))
         .map_or(crate::envscan::Early::NotAsked, |root| {
             crate::envscan::ask_early(&root, host.cache_dir.as_deref())
         });

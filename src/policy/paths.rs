@@ -271,10 +271,10 @@ pub(super) fn exists(p: &Path) -> bool {
 
 /// The highest ancestor of `project` (itself included) that holds `.git`,
 /// below the home directory and never `/`.
-pub(super) fn outermost_repository(project: &Path, home: &Path) -> PathBuf {
+pub(super) fn outermost_repository(project: &Path, homes: &[&Path]) -> PathBuf {
     let mut top = project.to_path_buf();
     for dir in project.ancestors() {
-        if dir == Path::new("/") || home.starts_with(dir) {
+        if dir == Path::new("/") || homes.iter().any(|h| h.starts_with(dir)) {
             break;
         }
         if exists(&dir.join(".git")) {
@@ -285,11 +285,13 @@ pub(super) fn outermost_repository(project: &Path, home: &Path) -> PathBuf {
 }
 
 /// The project root: the nearest ancestor of `cwd` holding `.git`, but never
-/// the home directory, one of its ancestors, or `/` (a dotfiles repository in
-/// `$HOME` must not make all of home writable); else `cwd` itself.
-pub(super) fn find_project(cwd: &Path, home: &Path) -> PathBuf {
+/// a home directory (`homes`: `HOME`'s, and the user database's when
+/// `HOME` names another), one of its ancestors, or `/` (a dotfiles
+/// repository in a home must not make all of it writable); else `cwd`
+/// itself.
+pub(super) fn find_project(cwd: &Path, homes: &[&Path]) -> PathBuf {
     for dir in cwd.ancestors() {
-        if dir == Path::new("/") || home.starts_with(dir) {
+        if dir == Path::new("/") || homes.iter().any(|h| h.starts_with(dir)) {
             break;
         }
         if exists(&dir.join(".git")) {
@@ -526,13 +528,13 @@ mod tests {
         std::fs::create_dir_all(home.join("code/repo/sub")).unwrap();
         std::fs::create_dir_all(home.join("scratch")).unwrap();
         assert_eq!(
-            find_project(&home.join("code/repo/sub"), &home),
+            find_project(&home.join("code/repo/sub"), &[&home]),
             home.join("code/repo")
         );
         assert_eq!(
-            find_project(&home.join("scratch"), &home),
+            find_project(&home.join("scratch"), &[&home]),
             home.join("scratch")
         );
-        assert_eq!(find_project(&home, &home), home);
+        assert_eq!(find_project(&home, &[&home]), home);
     }
 }

@@ -169,8 +169,8 @@ impl RunsLater {
         // `lib/cfg/config`) could be pointed elsewhere for the next run:
         // each is watched like a protected link.
         for place in links_on_the_way(c, places) {
-            if in_writable(&place).is_some() {
-                self.watch_link(place);
+            if let Some(root) = in_writable(&place) {
+                self.watch_link(place, &root);
             }
         }
         // A protected path that is itself a symlink living in a writable
@@ -182,8 +182,8 @@ impl RunsLater {
             let Some(place) = link_place(c, places) else {
                 return Ok(());
             };
-            if in_writable(&place).is_some() {
-                self.watch_link(place);
+            if let Some(root) = in_writable(&place) {
+                self.watch_link(place, &root);
             }
             // And what it points to is protected like any other path
             // (`.git/hooks -> ../githooks` keeps the hooks in the tree),
@@ -221,9 +221,12 @@ impl RunsLater {
 
 impl RunsLater {
     /// Watch a link by its own identity (moved aside if replaced), and pin
-    /// it for the run.
-    fn watch_link(&mut self, place: PathBuf) {
+    /// it for the run, with the directories between its writable `root`
+    /// and it (renaming one would carry the pinned link away, and free its
+    /// name for another).
+    fn watch_link(&mut self, place: PathBuf, root: &Path) {
         if !self.links.contains(&place) {
+            pin_parents(&mut self.pins, &place, root, true);
             self.links.push(place.clone());
         }
         let entry = Protected {

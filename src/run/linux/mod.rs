@@ -312,9 +312,12 @@ fn bracket(text: &str) -> String {
 }
 
 /// Where this run's private git config copies go in sbx's cache directory
-/// (see `integrity::copies`).
+/// (see `integrity::copies`), by its real path: bubblewrap cannot make a
+/// bind's destination through a symbolic link (a home reached through
+/// one), and the run would fall back to read-only configs every time.
 pub fn config_copies(cache: &Path) -> Option<std::path::PathBuf> {
-    crate::integrity::copies::dir(cache)
+    let real = std::fs::canonicalize(cache).unwrap_or_else(|_| cache.to_path_buf());
+    crate::integrity::copies::dir(&real)
 }
 
 /// `sbx __guard`: see [`guardian`].

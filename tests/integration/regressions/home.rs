@@ -53,51 +53,95 @@ touch "$HOME/ok" && echo HOME-WRITABLE"#,
     assert!(!marker.exists(), "~/.cargo/env ran: {}", both(&out));
 }
 
-/// With `HOME` pointing elsewhere (a harness's scratch home, `su` without
-/// `-`), the credentials of the home the user database names stayed
-/// readable: only those under `HOME` were hidden (found by stop 32's
-/// review). The user database is stood in for with nss_wrapper.
-#[test]
-fn the_account_homes_credentials_are_hidden_when_home_is_elsewhere() {
-    require_sandbox!();
-    let Some(wrapper) = tool(&[
+/// `sbx run -- sh -c SCRIPT sh ARGS...` in `dir`, with the user database
+/// (stood in for with nss_wrapper) giving `account` as this user's home
+/// while `HOME` stays the world's; `None` without nss_wrapper.
+fn run_with_account_home(
+    world: &World,
+    account: &Path,
+    dir: &Path,
+    script: &str,
+    args: &[&str],
+) -> Option<Output> {
+    use std::os::unix::fs::MetadataExt;
+    let wrapper = tool(&[
         "/usr/lib/x86_64-linux-gnu/libnss_wrapper.so",
         "/usr/lib/aarch64-linux-gnu/libnss_wrapper.so",
         "/usr/lib64/libnss_wrapper.so",
-    ]) else {
-        return;
-    };
-    use std::os::unix::fs::MetadataExt;
+    ])?;
+    let me = std::fs::metadata("/proc/self").unwrap();
+    let passwd = world.root.join("passwd");
+    let group = world.root.join("group");
+    let line = format!(
+        "me:x:{}:{}::{}:/bin/sh\n",
+        me.uid(),
+        me.gid(),
+        account.display()
+    );
+    util::write(&passwd, &line);
+    util::write(&group, &format!("me:x:{}:\n", me.gid()));
+    let mut cmd = world.sbx_std();
+    cmd.current_dir(dir)
+        .env("LD_PRELOAD", wrapper)
+        .env("NSS_WRAPPER_PASSWD", &passwd)
+        .env("NSS_WRAPPER_GROUP", &group);
+    sh_in(&mut cmd, &[], script, args);
+    let out = cmd.output().unwrap();
+    show(script, &out);
+    Some(out)
+}
+
+/// With `HOME` pointing elsewhere (a harness's scratch home, `su` without
+/// `-`), the credentials of the home the user database names stayed
+/// readable: only those under `HOME` were hidden (found by stop 32's
+/// review).
+#[test]
+fn the_account_homes_credentials_are_hidden_when_home_is_elsewhere() {
+    require_sandbox!();
     let world = World::new();
     let account = world.root.join("account home");
     for rel in [".ssh/id_ed25519", ".aws/credentials"] {
         util::write(&account.join(rel), &format!("{SECRET}\n"));
     }
-    let me = std::fs::metadata("/proc/self").unwrap();
-    let passwd = world.root.join("passwd");
-    let group = world.root.join("group");
-    util::write(
-        &passwd,
-        &format!(
-            "me:x:{}:{}::{}:/bin/sh\n",
-            me.uid(),
-            me.gid(),
-            account.display()
-        ),
-    );
-    util::write(&group, &format!("me:x:{}:\n", me.gid()));
-    let mut cmd = world.sbx_std();
-    cmd.env("LD_PRELOAD", wrapper)
-        .env("NSS_WRAPPER_PASSWD", &passwd)
-        .env("NSS_WRAPPER_GROUP", &group);
-    sh_in(
-        &mut cmd,
-        &[],
+    let Some(out) = run_with_account_home(
+        &world,
+        &account,
+        &world.project,
         "cat \"$1/.ssh/id_ed25519\" \"$1/.aws/credentials\" 2>&1; echo DONE",
         &[account.to_str().unwrap()],
-    );
-    let out = cmd.output().unwrap();
-    show("account home", &out);
+    ) else {
+        return;
+    };
     assert_no_secret(&out);
     assert_line(&out, "DONE");
+}
+
+/// And a dotfiles repository in that home made the whole home the project,
+/// writable, for a command started below it: the search for the project
+/// stops at either home now (same review).
+#[test]
+fn a_dotfiles_repository_in_the_account_home_is_never_the_project() {
+    require_sandbox!();
+    let world = World::new();
+    let account = world.root.join("account home");
+    let work = account.join("scratch");
+    std::fs::create_dir_all(&work).unwrap();
+    util::repo_with_commit(&account);
+    util::write(&account.join(".bashrc"), "# rc\n");
+    let Some(out) = run_with_account_home(
+        &world,
+        &account,
+        &work,
+        "echo 'touch PWNED' >> \"$1/.bashrc\" 2>&1; echo DONE",
+        &[account.to_str().unwrap()],
+    ) else {
+        return;
+    };
+    assert_line(&out, "DONE");
+    assert_eq!(
+        std::fs::read_to_string(account.join(".bashrc")).unwrap(),
+        "# rc\n",
+        "{}",
+        both(&out)
+    );
 }

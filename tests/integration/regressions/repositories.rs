@@ -1072,6 +1072,18 @@ fn a_project_inside_a_pruned_directory_of_an_outer_repository_is_walked() {
     for rel in [".env", "lib/.env.local"] {
         util::write(&dep.join(rel), &format!("TOKEN={SECRET}\n"));
     }
+    // Run from a repository inside that checkout (a submodule), the walk
+    // still starts at the checkout: its other `.env` files stay masked.
+    let from_inner = sbx_sh(
+        &world,
+        &inner,
+        &[],
+        "cat ../.env.local ../../.env 2>&1; echo DONE",
+        &[],
+    );
+    assert_line(&from_inner, "DONE");
+    // Outside that run's writable root: hidden in reduced mode too.
+    assert_no_secret(&from_inner);
     let out = sbx_sh(
         &world,
         &dep,
@@ -1114,6 +1126,17 @@ fn linked_hooks_and_config_cannot_be_pointed_elsewhere_during_the_run() {
     std::fs::rename(git.join("config"), world.project.join("git-config")).unwrap();
     symlink("../tools/hooks", git.join("hooks")).unwrap();
     symlink("../git-config", git.join("config")).unwrap();
+    // And a repository whose `.git` links to a git directory of its own:
+    // the directory holding the link is pinned with it (renaming it would
+    // carry the link away and free its name).
+    let sub = world.project.join("sub");
+    std::fs::create_dir_all(world.project.join(".gitdirs")).unwrap();
+    util::git(
+        &world.project,
+        &["init", "-q", "--separate-git-dir", ".gitdirs/sub", "sub"],
+    );
+    std::fs::remove_file(sub.join(".git")).unwrap();
+    symlink("../.gitdirs/sub", sub.join(".git")).unwrap();
     let evil = world.root.join("evil-config");
     std::fs::write(&evil, "[core]\n\tfsmonitor = \"touch PWNED; false\"\n").unwrap();
     let out = sbx_sh(
@@ -1124,6 +1147,7 @@ fn linked_hooks_and_config_cannot_be_pointed_elsewhere_during_the_run() {
 ln -sfn "$1" .git/config 2>&1
 ln -sfn /tmp .git/hooks 2>&1
 rm -f .git/config 2>&1
+mv sub sub2 2>&1
 echo DONE"#,
         &[evil.to_str().unwrap()],
     );
@@ -1147,4 +1171,44 @@ echo DONE"#,
             both(&out)
         );
     }
+    if !util::contained() {
+        assert_eq!(
+            std::fs::read_link(sub.join(".git")).ok().as_deref(),
+            Some(Path::new("../.gitdirs/sub")),
+            "{}",
+            both(&out)
+        );
+        assert!(!world.project.join("sub2").exists(), "{}", both(&out));
+    }
+}
+
+/// A home reached through a symbolic link (`HOME=/home/me` with `/home ->
+/// /usr/home`): bubblewrap could not make the bind of the config copies'
+/// directory through the link, and every run fell back to read-only git
+/// configs (found by stop 32's review).
+#[test]
+fn git_config_writes_work_with_a_home_reached_through_a_link() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let link = world.root.join("home-link");
+    symlink(&world.home, &link).unwrap();
+    let mut cmd = world.sbx_std();
+    cmd.env("HOME", &link)
+        .env("XDG_CONFIG_HOME", link.join(".config"))
+        .env("XDG_CACHE_HOME", link.join(".cache"));
+    sh_in(
+        &mut cmd,
+        &[],
+        "git config --local user.email me@example.invalid && echo CONFIG-OK",
+        &[],
+    );
+    let out = cmd.output().unwrap();
+    show("home through a link", &out);
+    assert_line(&out, "CONFIG-OK");
+    assert_absent(&out, "read-only in this run");
+    assert_eq!(
+        host_config(&world, &world.project, "user.email"),
+        ["me@example.invalid"]
+    );
 }
