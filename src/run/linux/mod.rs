@@ -71,8 +71,13 @@ pub fn run_plan(
         group: group.as_ref(),
         masks: masks.as_ref(),
     };
-    let outcome =
-        without_copies_if_refused(bwrap::run_sandboxed(plan, &start), plan, &start, style);
+    let outcome = without_copies_if_refused(
+        bwrap::run_sandboxed(plan, &start),
+        plan,
+        &start,
+        policy,
+        style,
+    );
     say_if_memory_stopped(policy, group);
     say_if_masks_stopped(masks.as_ref(), style);
     match outcome {
@@ -125,15 +130,22 @@ fn without_copies_if_refused(
     outcome: Result<Outcome>,
     plan: &Plan,
     start: &bwrap::Start,
+    policy: &Policy,
     style: Style,
 ) -> Result<Outcome> {
     match (&outcome, &plan.without_copies) {
         (Ok(Outcome::NoCopies(why)), Some(plain)) => {
             let outcome = bwrap::run_sandboxed(plain, start);
             if let Ok(Outcome::Exited(_)) = outcome {
+                // Nor were the links on the way to git's files pinned.
+                let links = if policy.pinned_links.is_empty() {
+                    String::new()
+                } else {
+                    ", and the symbolic links on the way to git's hooks and config were not pinned (a replacement is moved aside after the run)".to_string()
+                };
                 banner::warn(
                     style,
-                    &format!("git configs were read-only in this run (`git config` and `git remote add` cannot write them): their private copies could not be set up: {why}"),
+                    &format!("git configs were read-only in this run (`git config` and `git remote add` cannot write them){links}: the set-up of their private copies failed: {why}"),
                 );
             }
             outcome

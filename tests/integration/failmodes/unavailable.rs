@@ -296,4 +296,17 @@ fn a_sandbox_without_config_copies_says_git_configs_are_read_only() {
     );
     let config = std::fs::read_to_string(world.project.join(".git/config")).unwrap();
     assert!(!config.contains("me@example.invalid"), "{config}");
+    assert!(!stderr(&out).contains("not pinned"), "{}", both(&out));
+    // With a linked hooks directory, which that set-up would have pinned,
+    // the line says the link was not.
+    let hooks = world.project.join(".git/hooks");
+    std::fs::rename(&hooks, world.project.join("githooks")).unwrap();
+    std::os::unix::fs::symlink("../githooks", &hooks).unwrap();
+    let out = Sbx.run_sh(&world, "true");
+    assert!(
+        stderr(&out)
+            .contains("symbolic links on the way to git's hooks and config were not pinned"),
+        "{}",
+        both(&out)
+    );
 }
