@@ -278,6 +278,29 @@ fn unreached(scan_root: &Path, dir: &Path) -> bool {
     })
 }
 
+/// The repositories pip clones for editable installs from git, in
+/// `.venv/src/NAME` or `venv/src/NAME` of the scan root or the project
+/// (their working trees). The walk prunes those directories, but git (and
+/// an editor's git, which does not skip them) runs a clone's hooks and
+/// config when it enters it. Two directory listings where there is such a
+/// `src`, two failed opens where there is none.
+pub(super) fn pip_clones(roots: &[&Path]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for root in roots {
+        for venv in [".venv", "venv"] {
+            let Ok(entries) = std::fs::read_dir(root.join(venv).join("src")) else {
+                continue;
+            };
+            for tree in entries.flatten().map(|e| e.path()) {
+                if super::paths::exists(&tree.join(".git")) && !found.contains(&tree) {
+                    found.push(tree);
+                }
+            }
+        }
+    }
+    found
+}
+
 /// Where the walk of a project the walk from `scan_root` leaves out
 /// starts: the outermost repository around it below the last pruned name
 /// on the way, as [`super::paths::outermost_repository`] finds it below

@@ -1212,3 +1212,34 @@ fn git_config_writes_work_with_a_home_reached_through_a_link() {
         ["me@example.invalid"]
     );
 }
+
+/// A clone pip made for an editable install (`.venv/src/pkg`), seen from
+/// the outer project: the walk prunes `.venv`, so its hooks and config were
+/// writable, and git (VS Code's git does not skip `.venv`) runs them when
+/// it enters the clone (found by stop 32's review).
+#[test]
+fn a_pip_clone_in_the_projects_venv_keeps_its_hooks_and_config() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let clone = world.project.join(".venv/src/pkg");
+    std::fs::create_dir_all(&clone).unwrap();
+    util::repo_with_commit(&clone);
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"printf '#!/bin/sh\n' > .venv/src/pkg/.git/hooks/pre-commit 2>&1
+git -C .venv/src/pkg config core.fsmonitor 'touch PWNED'
+echo DONE"#,
+        &[],
+    );
+    assert_line(&out, "DONE");
+    let hook = clone.join(".git/hooks/pre-commit");
+    assert!(!hook.exists(), "{} planted: {}", hook.display(), both(&out));
+    assert!(
+        host_config(&world, &clone, "core.fsmonitor").is_empty(),
+        "{}",
+        both(&out)
+    );
+}
