@@ -86,10 +86,15 @@ done"
         // run when it is still the file sbx read; when the host's git
         // replaced it meanwhile (copying the command's line into its new
         // file), it stays the user's, as in full mode: either way the key
-        // is named and sbx exits 125.
+        // is named and sbx exits 125. Unless the host's git read the file
+        // before the append and renamed its new one over it after: the
+        // line is then lost with the old file, and there is nothing to
+        // report (seen once in a loaded run of the suite).
         assert!(stdout(&out).contains("APPENDED"), "{}", both(&out));
-        assert_eq!(out.status.code(), Some(125), "{text}\n{}", both(&out));
-        assert!(stderr(&out).contains(reported), "{}", both(&out));
+        if text.contains(name) || out.status.code() != Some(0) {
+            assert_eq!(out.status.code(), Some(125), "{text}\n{}", both(&out));
+            assert!(stderr(&out).contains(reported), "{}", both(&out));
+        }
         return;
     }
     assert!(
