@@ -299,9 +299,24 @@ fn link_place(c: &Path, places: &Places) -> Option<PathBuf> {
 /// component, placed under the real directory that exists: that component
 /// is what the command would create.
 fn resolved_place(c: &Path, places: &Places) -> PathBuf {
-    if let Some(r) = real(c) {
-        return places.alias(r);
+    let mut c = c.to_path_buf();
+    for _ in 0..40 {
+        if let Some(r) = real(&c) {
+            return places.alias(r);
+        }
+        // A link to nothing (`.git/hooks -> ../tools/hooks` before that
+        // exists): the place is where it points, which git would fill; a
+        // bind of the link itself would find no source.
+        match std::fs::read_link(&c) {
+            Ok(target) => {
+                c = c
+                    .parent()
+                    .map_or_else(|| target.clone(), |p| p.join(&target))
+            }
+            Err(_) => break,
+        }
     }
+    let c = c.as_path();
     let mut missing = c;
     while let Some(parent) = missing.parent() {
         if real(parent).is_some() || parent.parent().is_none() {

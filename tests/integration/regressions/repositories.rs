@@ -1243,3 +1243,41 @@ echo DONE"#,
         both(&out)
     );
 }
+
+/// `.git/hooks -> ../tools/hooks` before `tools/hooks` exists (a fresh
+/// clone whose hooks a setup script makes later): every run was refused
+/// (bubblewrap "Can't find source path"). The place protected is where the
+/// link points, missing: writable during the run, and what the command
+/// makes there is moved aside after it (found by stop 32's review).
+#[test]
+fn a_hooks_link_to_nothing_yet_runs_and_what_is_made_there_is_moved_aside() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let hooks = world.project.join(".git/hooks");
+    std::fs::remove_dir_all(&hooks).unwrap();
+    symlink("../tools/hooks", &hooks).unwrap();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"mkdir -p tools/hooks && printf '#!/bin/sh\ntouch PWNED\n' > tools/hooks/pre-commit
+chmod +x tools/hooks/pre-commit; echo DONE"#,
+        &[],
+    );
+    assert_line(&out, "DONE");
+    assert!(
+        !world.project.join("tools/hooks/pre-commit").exists(),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        world.project.join("tools.sbx-blocked").exists(),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(
+        std::fs::read_link(&hooks).ok().as_deref(),
+        Some(Path::new("../tools/hooks"))
+    );
+}
