@@ -284,9 +284,9 @@ fn unreached(scan_root: &Path, dir: &Path) -> bool {
 /// an editor's git, which does not skip them) runs a clone's hooks and
 /// config when it enters it. Two directory listings where there is such a
 /// `src`, two failed opens where there is none.
-pub(super) fn pip_clones(roots: &[&Path]) -> Vec<PathBuf> {
+pub(super) fn pip_clones(scan_root: Option<&Path>, project: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    for root in roots {
+    for root in scan_root.into_iter().chain([project]) {
         for venv in [".venv", "venv"] {
             let Ok(entries) = std::fs::read_dir(root.join(venv).join("src")) else {
                 continue;

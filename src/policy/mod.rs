@@ -394,18 +394,15 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
                 fits
             })
             .collect();
-        let clone_roots: Vec<&Path> = dotenv
-            .scan_root
-            .as_deref()
-            .into_iter()
-            .chain(std::iter::once(places.project.as_path()))
-            .collect();
         let nested: Vec<PathBuf> = dotenv
             .git_entries
             .iter()
             .chain(mounted.iter().flat_map(|r| &r.git_entries))
             .filter_map(|g| g.parent().map(Path::to_path_buf))
-            .chain(credentials::pip_clones(&clone_roots))
+            .chain(credentials::pip_clones(
+                dotenv.scan_root.as_deref(),
+                &places.project,
+            ))
             .collect();
         let bare: Vec<PathBuf> = dotenv
             .bare
