@@ -286,7 +286,9 @@ fn unreached(scan_root: &Path, dir: &Path) -> bool {
 /// `src`, two failed opens where there is none.
 pub(super) fn pip_clones(scan_root: Option<&Path>, project: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    for root in scan_root.into_iter().chain([project]) {
+    // Usually one and the same directory: looked at once.
+    let project = Some(project).filter(|p| scan_root != Some(*p));
+    for root in scan_root.into_iter().chain(project) {
         for venv in [".venv", "venv"] {
             let Ok(entries) = std::fs::read_dir(root.join(venv).join("src")) else {
                 continue;

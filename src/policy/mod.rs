@@ -266,15 +266,19 @@ pub(crate) struct Places<'a> {
     pub project: PathBuf,
 }
 
+/// The homes a project never reaches up to or past: `HOME`'s real path,
+/// and the user database's home when `HOME` names another.
+fn homes<'a>(home_real: &'a Path, account_real: Option<&'a Path>) -> Vec<&'a Path> {
+    std::iter::once(home_real).chain(account_real).collect()
+}
+
 impl Places<'_> {
     fn find<'a>(host: &'a Host, flags: &PolicyArgs) -> Result<Places<'a>> {
         let cwd = paths::real(&host.cwd).unwrap_or_else(|| host.cwd.clone());
         let home = host.home.clone();
         let home_real = paths::real(&home).unwrap_or_else(|| home.clone());
         let account_real = host.account_home.as_deref().and_then(paths::real);
-        let homes: Vec<&Path> = std::iter::once(home_real.as_path())
-            .chain(account_real.as_deref())
-            .collect();
+        let homes = homes(&home_real, account_real.as_deref());
         let project = match &flags.project {
             Some(p) => paths::real(&host.cwd.join(p)).ok_or_else(|| {
                 anyhow::anyhow!(
@@ -296,9 +300,7 @@ impl Places<'_> {
 
     /// The homes a project never reaches up to or past.
     pub fn homes(&self) -> Vec<&Path> {
-        std::iter::once(self.home_real.as_path())
-            .chain(self.account_real.as_deref())
-            .collect()
+        homes(&self.home_real, self.account_real.as_deref())
     }
 
     /// A real path as the platform spells it (on macOS `/tmp` is
