@@ -276,8 +276,9 @@ fn credential_masks(
     // directory is covered by it (and could not be mounted on anyway).
     let mut masked_dirs: Vec<PathBuf> = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
+    let mut once = std::collections::HashSet::new();
     for (path, kind) in masks(policy) {
-        if seen.contains(&path) || masked_dirs.iter().any(|d| path.starts_with(d)) {
+        if !once.insert(path.clone()) || masked_dirs.iter().any(|d| path.starts_with(d)) {
             continue;
         }
         if policy.filesystem == FsSetting::ReadOnly && !visible.iter().any(|v| path.starts_with(v))

@@ -12,7 +12,7 @@
 //! What the command read between the host's change and the stop (the time
 //! to wake sbx) is not undone.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
@@ -42,9 +42,10 @@ impl MaskWatch {
     /// watch, if anything is watched, and the directories that could not be
     /// watched for a name, with why.
     pub fn new(masked: &[PathBuf], writable: &[PathBuf]) -> (Option<Self>, Vec<String>) {
-        // Ordered (the warning names directories in order), and found in
-        // log time: a monorepo may mask hundreds of `.env` files.
-        let mut by_dir: BTreeMap<&Path, Vec<OsString>> = BTreeMap::new();
+        // Found by hash (a monorepo may mask hundreds of `.env` files, each
+        // several directories deep), then ordered once: the warning names
+        // directories in order.
+        let mut by_dir: HashMap<&Path, Vec<OsString>> = HashMap::new();
         for path in masked {
             let Some(parent) = path.parent() else {
                 continue;
@@ -61,6 +62,8 @@ impl MaskWatch {
         if by_dir.is_empty() {
             return (None, Vec::new());
         }
+        let mut by_dir: Vec<(&Path, Vec<OsString>)> = by_dir.into_iter().collect();
+        by_dir.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let inotify = match Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) {
             Ok(inotify) => inotify,
             Err(e) => return (None, vec![format!("inotify: {}", why(e))]),
@@ -172,7 +175,7 @@ impl MaskWatch {
 }
 
 /// Add `dir`, and `name` among its names.
-fn note<'a>(by_dir: &mut BTreeMap<&'a Path, Vec<OsString>>, dir: &'a Path, name: Option<&OsStr>) {
+fn note<'a>(by_dir: &mut HashMap<&'a Path, Vec<OsString>>, dir: &'a Path, name: Option<&OsStr>) {
     let names = by_dir.entry(dir).or_default();
     if let Some(name) = name.filter(|n| !names.iter().any(|m| m == n)) {
         names.push(name.to_os_string());
