@@ -311,7 +311,13 @@ fn resolved_place(c: &Path, places: &Places) -> PathBuf {
         }
         // A link to nothing (`.git/hooks -> ../tools/hooks` before that
         // exists): the place is where it points, which git would fill; a
-        // bind of the link itself would find no source.
+        // bind of the link itself would find no source. Most candidates
+        // are simply missing: the remembered `lstat` says so without a
+        // `readlink` each.
+        let parent_found = c.parent().is_some_and(|p| real(p).is_some());
+        if !parent_found || !lstat(&c).is_some_and(|m| m.file_type().is_symlink()) {
+            break;
+        }
         match std::fs::read_link(&c) {
             Ok(target) => {
                 c = c
