@@ -362,8 +362,9 @@ fn resolve(dir: &Path, name: &[u8], out: &mut Vec<PathBuf>) -> Resolved {
     if !is_env_file_name(&String::from_utf8_lossy(name)) {
         return Resolved::Other;
     }
-    let real = match std::fs::canonicalize(dir.join(OsStr::from_bytes(name))) {
-        Ok(real) => real,
+    let real = match real_file(&dir.join(OsStr::from_bytes(name))) {
+        Ok(Some(real)) => real,
+        Ok(None) => return Resolved::Other,
         // A dangling link, or a link through a file: nothing to hide.
         Err(e)
             if matches!(
@@ -377,10 +378,66 @@ fn resolve(dir: &Path, name: &[u8], out: &mut Vec<PathBuf>) -> Resolved {
         // directory is masked whole.
         Err(_) => return Resolved::Denied,
     };
-    if std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
-        out.push(real);
-    }
+    out.push(real);
     Resolved::Other
+}
+
+/// The real path of what `path` names, links followed, when that is a
+/// regular file (`None` for anything else); errors as `canonicalize`'s.
+fn real_file(path: &Path) -> std::io::Result<Option<PathBuf>> {
+    #[cfg(target_os = "linux")]
+    if let Some(answer) = real_file_quickly(path) {
+        return answer;
+    }
+    let real = std::fs::canonicalize(path)?;
+    Ok(std::fs::metadata(&real)
+        .is_ok_and(|m| m.is_file())
+        .then_some(real))
+}
+
+/// [`real_file`] in three or four system calls whatever the depth, where
+/// `canonicalize` makes one per component (a tree with hundreds of deep
+/// `.env` files paid thousands per run): a path with no link on the way is
+/// its own real path, and for one with a link the kernel names the file it
+/// opened. `None` when it cannot tell (no `openat2`, no `/proc`, any
+/// error): the long way then, whose answer counts.
+#[cfg(target_os = "linux")]
+fn real_file_quickly(path: &Path) -> Option<std::io::Result<Option<PathBuf>>> {
+    use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, CWD};
+    use std::os::fd::{AsRawFd, OwnedFd};
+    let flags = OFlags::PATH | OFlags::CLOEXEC;
+    let regular = |fd: &OwnedFd| {
+        rustix::fs::fstat(fd)
+            .ok()
+            .map(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+    };
+    if normal_absolute(path) {
+        let no_links = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        if let Ok(fd) = rustix::fs::openat2(CWD, path, flags, Mode::empty(), no_links) {
+            return Some(Ok(regular(&fd)?.then(|| path.to_path_buf())));
+        }
+    }
+    let fd = rustix::fs::open(path, flags, Mode::empty()).ok()?;
+    if !regular(&fd)? {
+        return Some(Ok(None));
+    }
+    let named = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    // Absolute, and not the name the kernel gives a file removed since
+    // (" (deleted)") nor one outside this process's root.
+    let trusted = named.is_absolute() && !named.as_os_str().as_bytes().ends_with(b" (deleted)");
+    trusted.then_some(Ok(Some(named)))
+}
+
+/// An absolute path that names its file by the shortest spelling: no `.`,
+/// `..` or empty name (`//`, a trailing `/`). With no link on the way,
+/// such a path is the real path.
+#[cfg(target_os = "linux")]
+fn normal_absolute(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_bytes();
+    bytes.strip_prefix(b"/").is_some_and(|rest| {
+        rest.split(|&b| b == b'/')
+            .all(|name| !name.is_empty() && name != b"." && name != b"..")
+    })
 }
 
 /// Whether resolving a `.env` name was refused (its directory cannot be
@@ -398,51 +455,64 @@ fn now_ns() -> i128 {
         .unwrap_or(0)
 }
 
-/// The file that lists the files masked as `.env` files under `root` in
-/// earlier runs, those `.env` links led to included (see
-/// `policy::credentials::env_files`).
-pub fn linked_targets_file(cache: &Path, root: &Path) -> PathBuf {
-    cache.join(format!("{}.links", cache_name(root)))
+/// The list of the files masked as `.env` files under `root` in earlier
+/// runs, those `.env` links led to included (see
+/// `policy::credentials::env_files`): absolute paths, one per line. Read
+/// once per run, and written only when it changes.
+pub struct LinkedTargets {
+    file: PathBuf,
+    text: Vec<u8>,
 }
 
-/// The files masked under `root` in earlier runs: absolute paths, one per
-/// line.
-pub fn linked_targets(cache: &Path, root: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read(linked_targets_file(cache, root)) else {
-        return Vec::new();
-    };
-    text.split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| PathBuf::from(OsStr::from_bytes(l)))
-        .filter(|p| p.is_absolute())
-        .collect()
-}
+impl LinkedTargets {
+    pub fn read(cache: &Path, root: &Path) -> Self {
+        let file = cache.join(format!("{}.links", cache_name(root)));
+        let text = std::fs::read(&file).unwrap_or_default();
+        Self { file, text }
+    }
 
-/// Record them (written whole, then renamed over the old list); nothing
-/// to record removes the list. A path with a newline is not recorded (it
-/// is still masked in this run).
-pub fn remember_linked_targets(cache: &Path, root: &Path, files: &[PathBuf]) {
-    let file = linked_targets_file(cache, root);
-    let mut text = Vec::new();
-    for f in files.iter().map(|f| f.as_os_str().as_bytes()) {
-        if !f.contains(&b'\n') {
-            text.extend_from_slice(f);
-            text.push(b'\n');
+    /// Where the list is kept.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// The files it names.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.text
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| PathBuf::from(OsStr::from_bytes(l)))
+            .filter(|p| p.is_absolute())
+            .collect()
+    }
+
+    /// Record `files` (written whole, then renamed over the old list);
+    /// nothing to record removes the list. A path with a newline is not
+    /// recorded (it is still masked in this run).
+    pub fn remember(&self, files: &[PathBuf]) {
+        let mut text = Vec::new();
+        for f in files.iter().map(|f| f.as_os_str().as_bytes()) {
+            if !f.contains(&b'\n') {
+                text.extend_from_slice(f);
+                text.push(b'\n');
+            }
         }
-    }
-    if std::fs::read(&file).unwrap_or_default() == text {
-        return;
-    }
-    if text.is_empty() {
-        let _ = std::fs::remove_file(&file);
-        return;
-    }
-    let tmp = file.with_extension(format!("links.{}.tmp", std::process::id()));
-    if std::fs::write(&tmp, &text)
-        .and_then(|()| std::fs::rename(&tmp, &file))
-        .is_err()
-    {
-        let _ = std::fs::remove_file(&tmp);
+        if self.text == text {
+            return;
+        }
+        if text.is_empty() {
+            let _ = std::fs::remove_file(&self.file);
+            return;
+        }
+        let tmp = self
+            .file
+            .with_extension(format!("links.{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, &text)
+            .and_then(|()| std::fs::rename(&tmp, &self.file))
+            .is_err()
+        {
+            let _ = std::fs::remove_file(&tmp);
+        }
     }
 }
 

@@ -850,3 +850,50 @@ fn a_time_past_64_bits_gets_no_record() {
     assert_eq!(record_rel(&out[4..]), rel);
     assert_eq!(Body::parse(body).unwrap().stamp, edge);
 }
+
+#[test]
+fn real_file_agrees_with_canonicalize() {
+    let t = tempfile::tempdir().unwrap();
+    let base = t.path();
+    touch(&base.join("a/b/.env"));
+    touch(&base.join("target"));
+    fs::create_dir_all(base.join("dir")).unwrap();
+    symlink(base.join("a"), base.join("via")).unwrap();
+    symlink("../target", base.join("a/.env.link")).unwrap();
+    symlink(base.join("nowhere"), base.join(".env.gone")).unwrap();
+    symlink(base.join(".env.loop"), base.join(".env.loop")).unwrap();
+    symlink(base.join("dir"), base.join(".env.dir")).unwrap();
+    nix::unistd::mkfifo(&base.join(".env.fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let expected = |p: &Path| match fs::canonicalize(p) {
+        Ok(r) if r.is_file() => Ok(Some(r)),
+        Ok(_) => Ok(None),
+        Err(e) => Err(e.raw_os_error()),
+    };
+    for rel in [
+        "a/b/.env",
+        "via/b/.env",
+        "a/.env.link",
+        "via/.env.link",
+        "a/b/../b/.env",
+        "a/./b/.env",
+        "a//b/.env",
+        ".env.gone",
+        ".env.loop",
+        ".env.dir",
+        ".env.fifo",
+        "dir",
+        "target/.env",
+        "missing/.env",
+    ] {
+        let p = base.join(rel);
+        let got = real_file(&p).map_err(|e| e.raw_os_error());
+        assert_eq!(got, expected(&p), "{rel}");
+    }
+    #[cfg(target_os = "linux")]
+    {
+        assert!(normal_absolute(Path::new("/a/b")));
+        for odd in ["a/b", "/a/../b", "/a/./b", "/a//b", "/a/", "/"] {
+            assert!(!normal_absolute(Path::new(odd)), "{odd}");
+        }
+    }
+}

@@ -206,10 +206,12 @@ fn remembered_from(
     let Some(cache) = cache else {
         return Ok(Vec::new());
     };
-    let list = crate::envscan::linked_targets_file(cache, root);
+    let targets = crate::envscan::LinkedTargets::read(cache, root);
+    let list = targets.file().to_path_buf();
     let mut remembered = Vec::new();
-    for old in crate::envscan::linked_targets(cache, root) {
-        if files.contains(&old) {
+    let found: std::collections::HashSet<&PathBuf> = files.iter().collect();
+    for old in targets.paths() {
+        if found.contains(&old) {
             continue;
         }
         match std::fs::symlink_metadata(&old) {
@@ -245,7 +247,7 @@ fn remembered_from(
         .collect();
     all.sort();
     all.dedup();
-    crate::envscan::remember_linked_targets(cache, root, &all);
+    targets.remember(&all);
     Ok(remembered)
 }
 
