@@ -99,6 +99,29 @@ pub fn walk(project: &Path, cache_dir: Option<&Path>) -> Found {
     walk_asked(project, cache_dir, Early::NotAsked)
 }
 
+/// What a walk's result must hold.
+#[cfg(target_os = "linux")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wanted {
+    All,
+    /// What git may enter: `.git` entries, bare repositories, and the
+    /// directories that could not be listed. Where the watcher answers,
+    /// the `.env` files are then not resolved (after a run their real
+    /// paths are not needed, and each costs system calls); a walk finds
+    /// them anyway.
+    Repositories,
+}
+
+/// [`walk`] with [`Wanted::Repositories`].
+#[cfg(target_os = "linux")]
+pub fn walk_repositories(project: &Path, cache_dir: Option<&Path>) -> Found {
+    if let Some(found) = cache_dir.and_then(|c| watch::ask(project, c, Wanted::Repositories)) {
+        return found;
+    }
+    // No watcher answered: walk without asking again.
+    walk_asked(project, cache_dir, Early::NoWatcher(project.to_path_buf()))
+}
+
 /// What became of a question put early to the watcher of a project.
 pub enum Early {
     /// None was put: the watcher is asked when the answer is needed.
@@ -140,7 +163,7 @@ pub fn walk_asked(project: &Path, cache_dir: Option<&Path>, early: Early) -> Fou
             Some(None) => {}
             // Not asked about this root.
             None => {
-                if let Some(found) = cache_dir.and_then(|c| watch::ask(project, c)) {
+                if let Some(found) = cache_dir.and_then(|c| watch::ask(project, c, Wanted::All)) {
                     return found;
                 }
             }

@@ -26,10 +26,10 @@ pub fn check_new_repositories(
     rebuilt: &[(PathBuf, EntryId)],
     warn: &dyn Fn(&str),
 ) -> bool {
-    let mut after = crate::envscan::walk(&before.scan_root, cache);
+    let mut after = crate::envscan::walk_repositories(&before.scan_root, cache);
     let reopened = reopen(&after.unreadable, &before.unreadable);
     if !reopened.is_empty() {
-        after = crate::envscan::walk(&before.scan_root, cache);
+        after = crate::envscan::walk_repositories(&before.scan_root, cache);
     }
     let clean = check_after_walk(before, &after, rebuilt, warn);
     // The modes go back as the command left them: what it hid stays hidden

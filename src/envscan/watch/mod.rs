@@ -36,7 +36,7 @@ pub mod daemon;
 mod tests;
 pub mod tree;
 
-use super::Found;
+use super::{Found, Wanted};
 
 /// Walks through fewer directories than this start no watcher: the walk
 /// costs less than asking.
@@ -105,13 +105,13 @@ impl Place {
 
 /// The watcher's answer for `root`, as a walk's result; `None` when there
 /// is no watcher that can answer (then walk).
-pub fn ask(root: &Path, cache: &Path) -> Option<Found> {
+pub fn ask(root: &Path, cache: &Path, wanted: Wanted) -> Option<Found> {
     if Mode::from_env() == Mode::Off {
         return None;
     }
     let place = Place::of(cache, root)?;
     let answer = client::ask(&place.socket, root)?;
-    Some(found(root, &answer))
+    Some(found(root, &answer, wanted))
 }
 
 /// A question put to a watcher early, its answer read later
@@ -143,7 +143,7 @@ impl Asked {
         if self.root != root {
             return None;
         }
-        Some(client::receive(self.stream).map(|answer| found(root, &answer)))
+        Some(client::receive(self.stream).map(|answer| found(root, &answer, Wanted::All)))
     }
 }
 
@@ -276,7 +276,7 @@ pub fn same_mounts_as(stream: &std::os::unix::net::UnixStream) -> bool {
 }
 
 /// An answer resolved as a walk resolves what it finds.
-fn found(root: &Path, answer: &tree::Answer) -> Found {
+fn found(root: &Path, answer: &tree::Answer, wanted: Wanted) -> Found {
     let dir_of = |rel: &[u8]| {
         if rel.is_empty() {
             root.to_path_buf()
@@ -286,6 +286,10 @@ fn found(root: &Path, answer: &tree::Answer) -> Found {
     };
     let mut out = Found::default();
     for (rel, name) in &answer.entries {
+        let repository = name == b".git" || name == b"HEAD";
+        if wanted == Wanted::Repositories && !repository {
+            continue;
+        }
         let dir = dir_of(rel);
         super::note_entry(&dir, name, &mut out);
     }

@@ -24,7 +24,7 @@ fn touch(p: &Path) {
 /// What the watcher says, resolved; beside what a fresh walk finds.
 fn compare(tree: &mut Tree, root: &Path) -> Found {
     tree.drain().unwrap();
-    let watched = found(root, &tree.answer());
+    let watched = found(root, &tree.answer(), Wanted::All);
     let (env_files, stats) = crate::envscan::scan(root, None, crate::envscan::now_ns());
     assert_eq!(watched.env_files, env_files, "env files");
     assert_eq!(watched.git_entries, stats.git_entries, ".git entries");
@@ -336,4 +336,23 @@ fn mount_points_inside_the_root_are_found() {
     // A backslash that starts no escape the kernel writes stays itself.
     let odd = b"30 22 0:5 / /p/a\\777b rw - tmpfs none rw\n";
     assert!(mount_points_inside(odd, Path::new("/p")));
+}
+
+#[test]
+fn an_answer_for_repositories_resolves_no_env_file() {
+    let (_t, root) = setup();
+    touch(&root.join("a/.env"));
+    fs::create_dir_all(root.join("a/sub/.git")).unwrap();
+    fs::create_dir_all(root.join("bare/refs")).unwrap();
+    fs::create_dir_all(root.join("bare/objects")).unwrap();
+    fs::write(root.join("bare/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let mut tree = Tree::build(&root, usize::MAX).unwrap();
+    let all = compare(&mut tree, &root);
+    let repositories = found(&root, &tree.answer(), Wanted::Repositories);
+    assert_eq!(all.env_files, vec![root.join("a/.env")]);
+    assert!(repositories.env_files.is_empty());
+    assert_eq!(repositories.git_entries, all.git_entries);
+    assert_eq!(repositories.git_entries, vec![root.join("a/sub/.git")]);
+    assert_eq!(repositories.bare, all.bare);
+    assert_eq!(repositories.bare.len(), 1, "{:?}", repositories.bare);
 }
