@@ -193,6 +193,12 @@ pub struct Repositories {
     /// The bare repositories the walk found.
     #[serde(with = "hex_paths", default)]
     pub bare: Vec<PathBuf>,
+    /// Where pip clones editable installs from git (`.venv/src`, see
+    /// `policy::clone_gits`): the walk prunes them, so a clone the command
+    /// makes there is looked for in them after the run. Their clones'
+    /// `.git` entries are among `git_entries`.
+    #[serde(with = "hex_paths", default)]
+    pub clone_dirs: Vec<PathBuf>,
 }
 
 /// One `.git` entry before the run: what it was, and for a directory the

@@ -26,10 +26,20 @@ pub fn check_new_repositories(
     rebuilt: &[(PathBuf, EntryId)],
     warn: &dyn Fn(&str),
 ) -> bool {
-    let mut after = crate::envscan::walk_repositories(&before.scan_root, cache);
+    let walk = || {
+        let mut found = crate::envscan::walk_repositories(&before.scan_root, cache);
+        // Those the walk prunes: a clone the command made in `.venv/src`.
+        found
+            .git_entries
+            .extend(crate::policy::clone_gits(&before.clone_dirs));
+        found.git_entries.sort();
+        found.git_entries.dedup();
+        found
+    };
+    let mut after = walk();
     let reopened = reopen(&after.unreadable, &before.unreadable);
     if !reopened.is_empty() {
-        after = crate::envscan::walk_repositories(&before.scan_root, cache);
+        after = walk();
     }
     let clean = check_after_walk(before, &after, rebuilt, warn);
     // The modes go back as the command left them: what it hid stays hidden

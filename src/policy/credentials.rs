@@ -280,28 +280,39 @@ fn unreached(scan_root: &Path, dir: &Path) -> bool {
     })
 }
 
-/// The repositories pip clones for editable installs from git, in
-/// `.venv/src/NAME` or `venv/src/NAME` of the scan root or the project
-/// (their working trees). The walk prunes those directories, but git (and
-/// an editor's git, which does not skip them) runs a clone's hooks and
-/// config when it enters it. Two directory listings where there is such a
-/// `src`, two failed opens where there is none.
-pub(super) fn pip_clones(scan_root: Option<&Path>, project: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
+/// Where pip clones the repositories of editable installs from git:
+/// `.venv/src` and `venv/src` of the scan root and of the project (each
+/// clone a working tree there). The walk prunes them, but git (and an
+/// editor's git, which does not skip them) runs a clone's hooks and config
+/// when it enters it.
+pub(super) fn clone_dirs(scan_root: Option<&Path>, project: &Path) -> Vec<PathBuf> {
     // Usually one and the same directory: looked at once.
     let project = Some(project).filter(|p| scan_root != Some(*p));
-    for root in scan_root.into_iter().chain(project) {
-        for venv in [".venv", "venv"] {
-            let Ok(entries) = std::fs::read_dir(root.join(venv).join("src")) else {
-                continue;
-            };
-            for tree in entries.flatten().map(|e| e.path()) {
-                if super::paths::exists(&tree.join(".git")) && !found.contains(&tree) {
-                    found.push(tree);
-                }
+    scan_root
+        .into_iter()
+        .chain(project)
+        .flat_map(|root| [".venv", "venv"].map(|venv| root.join(venv).join("src")))
+        .collect()
+}
+
+/// The `.git` entries (of any type, as the walk counts them) of the
+/// clones in `dirs` ([`clone_dirs`]), sorted: one failed open per
+/// directory where there is none.
+pub(crate) fn clone_gits(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for tree in entries.flatten() {
+            let git = tree.path().join(".git");
+            if std::fs::symlink_metadata(&git).is_ok() {
+                found.push(git);
             }
         }
     }
+    found.sort();
+    found.dedup();
     found
 }
 
@@ -368,6 +379,7 @@ pub(crate) fn walked(root: &Path, cache: Option<&Path>) -> Repositories {
         git_entries: found.git_entries,
         unreadable: found.unreadable,
         bare: found.bare,
+        clone_dirs: Vec::new(),
     }
 }
 

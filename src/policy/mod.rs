@@ -40,6 +40,8 @@ mod settings;
 mod writable;
 
 pub use crate::integrity::identity::{GitConfigWatch, Identity, Repositories};
+#[cfg(target_os = "linux")]
+pub(crate) use credentials::clone_gits;
 /// The repositories of a tree as resolution records them (for the tests
 /// of the checks that compare against them).
 #[cfg(all(test, target_os = "linux"))]
@@ -376,6 +378,10 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         later = runs_later::RunsLater::find(&files, &s, &places, &writable)?;
     }
     let dotenv = credentials::env_files(&places, early)?;
+    // pip's clones of editable installs, which the walk prunes: nested
+    // repositories like those it finds, checked after the run too.
+    let clone_dirs = credentials::clone_dirs(dotenv.scan_root.as_deref(), &places.project);
+    let clones = credentials::clone_gits(&clone_dirs);
     let mut other_repositories = Vec::new();
     if restricted {
         other_repositories =
@@ -400,11 +406,8 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
             .git_entries
             .iter()
             .chain(mounted.iter().flat_map(|r| &r.git_entries))
+            .chain(&clones)
             .filter_map(|g| g.parent().map(Path::to_path_buf))
-            .chain(credentials::pip_clones(
-                dotenv.scan_root.as_deref(),
-                &places.project,
-            ))
             .collect();
         let bare: Vec<PathBuf> = dotenv
             .bare
@@ -454,13 +457,20 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
         git_configs: later.git_configs,
         tool_caches: tool_caches.into_iter().map(|(_, dir, _)| dir).collect(),
         credentials,
-        repositories: dotenv.scan_root.map(|scan_root| Repositories {
-            scan_root,
-            modules: runs_later::module_dirs(&dotenv.git_entries),
-            indexes: Repositories::index_identities(&dotenv.git_entries),
-            git_entries: dotenv.git_entries,
-            unreadable: dotenv.unreadable.clone(),
-            bare: dotenv.bare,
+        repositories: dotenv.scan_root.map(|scan_root| {
+            let mut git_entries = dotenv.git_entries;
+            git_entries.extend(clones);
+            git_entries.sort();
+            git_entries.dedup();
+            Repositories {
+                scan_root,
+                modules: runs_later::module_dirs(&git_entries),
+                indexes: Repositories::index_identities(&git_entries),
+                git_entries,
+                unreadable: dotenv.unreadable.clone(),
+                bare: dotenv.bare,
+                clone_dirs,
+            }
         }),
         other_repositories,
         env_files: dotenv.files,

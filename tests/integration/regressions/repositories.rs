@@ -1244,6 +1244,52 @@ echo DONE"#,
     );
 }
 
+/// A repository the command makes in `.venv/src` (where pip clones
+/// editable installs; the walk prunes `.venv`): with a planted
+/// `core.fsmonitor` it stayed after the run, and git (an editor's git,
+/// which does not skip `.venv`) would run it on the host when it enters the
+/// clone (stop 32's note). Now checked like any new repository: moved
+/// aside with the key named; a plain new one, and the clones that were
+/// there before, stay.
+#[test]
+fn a_clone_the_command_makes_in_the_venv_is_checked_after_the_run() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let src = world.project.join(".venv/src");
+    let old = src.join("old");
+    std::fs::create_dir_all(&old).unwrap();
+    util::repo_with_commit(&old);
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"git init -q .venv/src/evil && git -C .venv/src/evil config core.fsmonitor 'touch PWNED'
+git init -q venv/src/plain
+git -C .venv/src/old commit -q --allow-empty -m more
+echo DONE"#,
+        &[],
+    );
+    assert_line(&out, "DONE");
+    // Moved aside: the command's own status stands, as for any new one.
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert!(stderr(&out).contains("core.fsmonitor"), "{}", both(&out));
+    assert!(
+        src.join("evil/.git.sbx-blocked").exists() && !src.join("evil/.git").exists(),
+        "the clone with a planted fsmonitor stayed: {}",
+        both(&out)
+    );
+    let plain = world.project.join("venv/src/plain/.git");
+    assert!(
+        plain.is_dir(),
+        "a plain new repository was moved: {}",
+        both(&out)
+    );
+    assert!(old.join(".git").is_dir(), "{}", both(&out));
+    assert_absent(&out, "/.venv/src/old");
+    assert_absent(&out, "venv/src/plain");
+}
+
 /// `.git/hooks -> ../tools/hooks` before `tools/hooks` exists (a fresh
 /// clone whose hooks a setup script makes later): every run was refused
 /// (bubblewrap "Can't find source path"). The place protected is where the
