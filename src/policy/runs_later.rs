@@ -199,7 +199,12 @@ impl RunsLater {
                 return Ok(());
             }
         }
-        let resolved = resolved_place(c, places);
+        let (resolved, followed) = resolved_place(c, places);
+        for place in followed {
+            if let Some(root) = in_writable(&place) {
+                self.watch_link(place, &root);
+            }
+        }
         let Some(root) = in_writable(&resolved) else {
             return Ok(());
         };
@@ -302,43 +307,51 @@ fn link_place(c: &Path, places: &Places) -> Option<PathBuf> {
 
 /// A candidate's real path. A missing path is watched at its first missing
 /// component, placed under the real directory that exists: that component
-/// is what the command would create.
-fn resolved_place(c: &Path, places: &Places) -> PathBuf {
+/// is what the command would create. A link to nothing on the way
+/// (`.git/hooks -> ../tools/hooks` before that exists, or with `tools ->
+/// elsewhere` and no `elsewhere`) is followed: the place is where it
+/// points, which git would fill through it (a bind of the link itself
+/// would find no source, and the place of the link is taken already).
+/// Also the links so followed, each where it lives: the command could
+/// point one elsewhere.
+fn resolved_place(c: &Path, places: &Places) -> (PathBuf, Vec<PathBuf>) {
     let mut c = c.to_path_buf();
+    let mut links = Vec::new();
     for _ in 0..40 {
         if let Some(r) = real(&c) {
-            return places.alias(r);
+            return (places.alias(r), links);
         }
-        // A link to nothing (`.git/hooks -> ../tools/hooks` before that
-        // exists): the place is where it points, which git would fill; a
-        // bind of the link itself would find no source. Most candidates
-        // are simply missing: the remembered `lstat` says so without a
-        // `readlink` each.
-        let parent_found = c.parent().is_some_and(|p| real(p).is_some());
-        if !parent_found || !lstat(&c).is_some_and(|m| m.file_type().is_symlink()) {
-            break;
-        }
-        match std::fs::read_link(&c) {
-            Ok(target) => {
-                c = c
-                    .parent()
-                    .map_or_else(|| target.clone(), |p| p.join(&target))
+        // The first component that does not resolve, under one that does.
+        let mut missing = c.as_path();
+        while let Some(parent) = missing.parent() {
+            if real(parent).is_some() || parent.parent().is_none() {
+                break;
             }
-            Err(_) => break,
+            missing = parent;
         }
-    }
-    let c = c.as_path();
-    let mut missing = c;
-    while let Some(parent) = missing.parent() {
-        if real(parent).is_some() || parent.parent().is_none() {
-            break;
+        let place = match (missing.parent().and_then(real), missing.file_name()) {
+            (Some(parent), Some(name)) => places.alias(parent.join(name)),
+            _ => return (places.alias(c.clone()), links),
+        };
+        // Most candidates are simply missing: the remembered `lstat` says
+        // so without a `readlink` each.
+        let target = lstat(missing)
+            .filter(|m| m.file_type().is_symlink())
+            .and_then(|_| std::fs::read_link(missing).ok());
+        let (Some(target), Ok(rest)) = (target, c.strip_prefix(missing)) else {
+            return (place, links);
+        };
+        let mut next = missing
+            .parent()
+            .map_or_else(|| target.clone(), |p| p.join(&target));
+        if !rest.as_os_str().is_empty() {
+            next.push(rest);
         }
-        missing = parent;
+        links.push(place);
+        c = next;
     }
-    match (missing.parent().and_then(real), missing.file_name()) {
-        (Some(parent), Some(name)) => places.alias(parent.join(name)),
-        _ => places.alias(c.to_path_buf()),
-    }
+    // Links past counting: what the system says, or the path as it is.
+    (places.alias(real(&c).unwrap_or(c)), links)
 }
 
 /// [`Identity::of`], from what this resolution already looked at.

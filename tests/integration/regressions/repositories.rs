@@ -1244,6 +1244,55 @@ echo DONE"#,
     );
 }
 
+/// A link to nothing on the way to the hooks or the config (`.git/hooks ->
+/// ../tools/hooks` with `tools -> elsewhere`, no `elsewhere` yet): the
+/// place protected was the `tools` link itself, taken already, so the
+/// command made `elsewhere/hooks/pre-commit` (or `cfgA/config` with a
+/// `core.fsmonitor`) and git on the host ran it (found by stop 33's
+/// review; older than that stop). What the last link points to is
+/// protected now (moved aside after the run), and the links on the way are
+/// kept as they were.
+#[test]
+fn a_dangling_link_on_the_way_to_hooks_or_config_is_followed() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let git = world.project.join(".git");
+    std::fs::remove_dir_all(git.join("hooks")).unwrap();
+    symlink("../tools/hooks", git.join("hooks")).unwrap();
+    symlink("elsewhere", world.project.join("tools")).unwrap();
+    std::fs::remove_file(git.join("config")).unwrap();
+    symlink("../cfg/config", git.join("config")).unwrap();
+    symlink("cfgA", world.project.join("cfg")).unwrap();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"mkdir -p elsewhere/hooks cfgA
+printf '#!/bin/sh\ntouch PWNED\n' > elsewhere/hooks/pre-commit; chmod +x elsewhere/hooks/pre-commit
+printf '[core]\n\tfsmonitor = touch PWNED\n' > cfgA/config
+ln -sfn elsewhere2 tools 2>&1; ln -sfn cfgB cfg 2>&1
+echo DONE"#,
+        &[],
+    );
+    assert_line(&out, "DONE");
+    for made in ["elsewhere/hooks/pre-commit", "cfgA/config"] {
+        assert!(
+            !world.project.join(made).exists(),
+            "{made} stayed: {}",
+            both(&out)
+        );
+    }
+    for (link, to) in [("tools", "elsewhere"), ("cfg", "cfgA")] {
+        assert_eq!(
+            std::fs::read_link(world.project.join(link)).ok().as_deref(),
+            Some(Path::new(to)),
+            "{link} was pointed elsewhere: {}",
+            both(&out)
+        );
+    }
+}
+
 /// A repository the command makes in `.venv/src` (where pip clones
 /// editable installs; the walk prunes `.venv`): with a planted
 /// `core.fsmonitor` it stayed after the run, and git (an editor's git,
