@@ -445,8 +445,11 @@ fn real_file_quickly(path: &Path) -> Option<std::io::Result<Option<PathBuf>>> {
         return Some(Ok(None));
     }
     let named = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
-    // Absolute, and not the name the kernel gives a file removed since
-    // (" (deleted)") nor one outside this process's root.
+    // Not the name the kernel gives a file removed since (" (deleted)"),
+    // nor one out of this process's reach ("(unreachable)/...", not
+    // absolute). A file of another mount namespace (through
+    // `/proc/PID/root`) is named as in that namespace, as `canonicalize`
+    // names it too.
     let trusted = named.is_absolute() && !named.as_os_str().as_bytes().ends_with(b" (deleted)");
     trusted.then_some(Ok(Some(named)))
 }
