@@ -312,8 +312,9 @@ fn link_place(c: &Path, places: &Places) -> Option<PathBuf> {
 /// elsewhere` and no `elsewhere`) is followed: the place is where it
 /// points, which git would fill through it (a bind of the link itself
 /// would find no source, and the place of the link is taken already).
-/// Also the links so followed, each where it lives: the command could
-/// point one elsewhere.
+/// Also the links on the way from each link so followed, and those links
+/// themselves, each where it lives: the command could point one
+/// elsewhere.
 fn resolved_place(c: &Path, places: &Places) -> (PathBuf, Vec<PathBuf>) {
     let mut c = c.to_path_buf();
     let mut links = Vec::new();
@@ -348,6 +349,10 @@ fn resolved_place(c: &Path, places: &Places) -> (PathBuf, Vec<PathBuf>) {
             next.push(rest);
         }
         links.push(place);
+        // And the links that do resolve on the way from there (`tools ->
+        // scripts` before `scripts/hooks` exists): pointed elsewhere, they
+        // would lead git to what the command made.
+        links.extend(links_on_the_way(&next, places));
         c = next;
     }
     // Links past counting: what the system says, or the path as it is.

@@ -1293,6 +1293,40 @@ echo DONE"#,
     }
 }
 
+/// The same with a link on the way that does resolve (`tools -> scripts`,
+/// `scripts/hooks` not made yet): re-pointing `tools` at a directory the
+/// command filled led git to its hook (stop 33's second review).
+#[test]
+fn a_link_that_resolves_after_a_dangling_one_is_kept_too() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let git = world.project.join(".git");
+    std::fs::remove_dir_all(git.join("hooks")).unwrap();
+    symlink("../tools/hooks", git.join("hooks")).unwrap();
+    std::fs::create_dir(world.project.join("scripts")).unwrap();
+    symlink("scripts", world.project.join("tools")).unwrap();
+    let out = sbx_sh(
+        &world,
+        &world.project,
+        &[],
+        r#"mkdir -p evil/hooks
+printf '#!/bin/sh\ntouch PWNED\n' > evil/hooks/pre-commit; chmod +x evil/hooks/pre-commit
+ln -sfn evil tools 2>&1
+echo DONE"#,
+        &[],
+    );
+    assert_line(&out, "DONE");
+    assert_eq!(
+        std::fs::read_link(world.project.join("tools"))
+            .ok()
+            .as_deref(),
+        Some(Path::new("scripts")),
+        "tools was pointed elsewhere: {}",
+        both(&out)
+    );
+}
+
 /// A repository the command makes in `.venv/src` (where pip clones
 /// editable installs; the walk prunes `.venv`): with a planted
 /// `core.fsmonitor` it stayed after the run, and git (an editor's git,
