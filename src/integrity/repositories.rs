@@ -28,10 +28,12 @@ pub fn check_new_repositories(
 ) -> bool {
     let walk = || {
         let mut found = crate::envscan::walk_repositories(&before.scan_root, cache);
-        // Those the walk prunes: a clone the command made in `.venv/src`.
-        found
-            .git_entries
-            .extend(crate::policy::clone_gits(&before.clone_dirs));
+        // Those the walk prunes: a clone the command made in `.venv/src`
+        // (one it cannot list is reopened as any directory made
+        // unreadable during the run).
+        let clones = crate::policy::clone_gits(&before.clone_dirs);
+        found.git_entries.extend(clones.gits);
+        found.unreadable.extend(clones.unlistable);
         found.git_entries.sort();
         found.git_entries.dedup();
         found

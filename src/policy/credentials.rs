@@ -281,38 +281,77 @@ fn unreached(scan_root: &Path, dir: &Path) -> bool {
 }
 
 /// Where pip clones the repositories of editable installs from git:
-/// `.venv/src` and `venv/src` of the scan root and of the project (each
-/// clone a working tree there). The walk prunes them, but git (and an
-/// editor's git, which does not skip them) runs a clone's hooks and config
-/// when it enters it.
-pub(super) fn clone_dirs(scan_root: Option<&Path>, project: &Path) -> Vec<PathBuf> {
+/// `.venv/src` and `venv/src` of the scan root, of the project, and of
+/// each directory between the working directory and them (each clone a
+/// working tree there). The walk prunes them, but git (and an editor's
+/// git, which does not skip them) runs a clone's hooks and config when it
+/// enters it.
+pub(super) fn clone_dirs(scan_root: Option<&Path>, project: &Path, cwd: &Path) -> Vec<PathBuf> {
+    let top = scan_root.unwrap_or(project);
+    let mut bases: Vec<&Path> = vec![top, project];
+    bases.extend(cwd.ancestors().take_while(|d| d.starts_with(top)));
     // Usually one and the same directory: looked at once.
-    let project = Some(project).filter(|p| scan_root != Some(*p));
-    scan_root
-        .into_iter()
-        .chain(project)
-        .flat_map(|root| [".venv", "venv"].map(|venv| root.join(venv).join("src")))
-        .collect()
-}
-
-/// The `.git` entries (of any type, as the walk counts them) of the
-/// clones in `dirs` ([`clone_dirs`]), sorted: one failed open per
-/// directory where there is none.
-pub(crate) fn clone_gits(dirs: &[PathBuf]) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for tree in entries.flatten() {
-            let git = tree.path().join(".git");
-            if std::fs::symlink_metadata(&git).is_ok() {
-                found.push(git);
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for base in bases {
+        for venv in [".venv", "venv"] {
+            let src = base.join(venv).join("src");
+            if !dirs.contains(&src) {
+                dirs.push(src);
             }
         }
     }
-    found.sort();
-    found.dedup();
+    dirs
+}
+
+/// The repositories found where pip clones ([`clone_dirs`]).
+#[derive(Debug, Default)]
+pub(crate) struct Clones {
+    /// Their `.git` entries (of any type, as the walk counts them), sorted:
+    /// the clones', and those of the environment and its `src` when they
+    /// are repositories themselves (git run anywhere below enters those).
+    pub gits: Vec<PathBuf>,
+    /// The `src` directories that exist but cannot be listed: what they
+    /// hold is unknown (after a run, they are opened to look).
+    pub unlistable: Vec<PathBuf>,
+}
+
+/// What [`clone_dirs`] hold: two failed system calls per environment name
+/// where there is none.
+pub(crate) fn clone_gits(dirs: &[PathBuf]) -> Clones {
+    let mut found = Clones::default();
+    let mut note = |git: PathBuf| {
+        if std::fs::symlink_metadata(&git).is_ok() {
+            found.gits.push(git);
+        }
+    };
+    let mut unlistable = Vec::new();
+    for dir in dirs {
+        if let Some(venv) = dir.parent() {
+            note(venv.join(".git"));
+        }
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+                ) =>
+            {
+                continue
+            }
+            Err(_) => {
+                unlistable.push(dir.clone());
+                continue;
+            }
+        };
+        note(dir.join(".git"));
+        for tree in entries.flatten() {
+            note(tree.path().join(".git"));
+        }
+    }
+    found.unlistable = unlistable;
+    found.gits.sort();
+    found.gits.dedup();
     found
 }
 

@@ -380,8 +380,10 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     let dotenv = credentials::env_files(&places, early)?;
     // pip's clones of editable installs, which the walk prunes: nested
     // repositories like those it finds, checked after the run too.
-    let clone_dirs = credentials::clone_dirs(dotenv.scan_root.as_deref(), &places.project);
-    let clones = credentials::clone_gits(&clone_dirs);
+    let clone_dirs =
+        credentials::clone_dirs(dotenv.scan_root.as_deref(), &places.project, &places.cwd);
+    // One that cannot be listed now is opened to look after the run.
+    let clones = credentials::clone_gits(&clone_dirs).gits;
     let mut other_repositories = Vec::new();
     if restricted {
         other_repositories =

@@ -1373,6 +1373,53 @@ echo DONE"#,
     assert_absent(&out, "venv/src/plain");
 }
 
+/// Where the first check of `.venv/src` did not look (stop 33's second
+/// review): the environment or its `src` made a repository itself (git
+/// run anywhere below enters it), the environment of the directory sbx
+/// runs in below the project's root, and a `src` the command leaves
+/// unlistable (as an unprivileged user: root lists it anyway).
+#[test]
+fn repositories_made_around_pips_clones_are_checked_too() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let sub = world.project.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let plant = |dir: &str| {
+        format!("git init -q {dir} && git -C {dir} config core.fsmonitor 'touch PWNED'")
+    };
+    let script = [
+        plant(".venv"),
+        plant("../venv/src"),
+        plant(".venv/src/hidden"),
+        "chmod 311 .venv/src".to_string(),
+        "echo DONE".to_string(),
+    ]
+    .join("\n");
+    let out = sbx_sh(&world, &sub, &[], &script, &[]);
+    assert_line(&out, "DONE");
+    for repo in [
+        sub.join(".venv"),
+        world.project.join("venv/src"),
+        sub.join(".venv/src/hidden"),
+    ] {
+        assert!(
+            repo.join(".git.sbx-blocked").exists() && !repo.join(".git").exists(),
+            "{} stayed: {}",
+            repo.display(),
+            both(&out)
+        );
+    }
+    // Left as the command made it.
+    let mode = std::fs::metadata(sub.join(".venv/src"))
+        .unwrap()
+        .permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o311
+    );
+}
+
 /// `.git/hooks -> ../tools/hooks` before `tools/hooks` exists (a fresh
 /// clone whose hooks a setup script makes later): every run was refused
 /// (bubblewrap "Can't find source path"). The place protected is where the
