@@ -216,14 +216,7 @@ fn remembered_from(
         }
         match std::fs::symlink_metadata(&old) {
             // Gone (or no longer a file): forgotten.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
-                ) =>
-            {
-                continue
-            }
+            Err(e) if super::paths::nothing_there(&e) => continue,
             Ok(m) if !m.is_file() => continue,
             // A file, or what it is cannot be told now (a directory on
             // its way made unreadable): still masked.
@@ -331,14 +324,7 @@ pub(crate) fn clone_gits(dirs: &[PathBuf]) -> Clones {
         }
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
-                ) =>
-            {
-                continue
-            }
+            Err(e) if super::paths::nothing_there(&e) => continue,
             Err(_) => {
                 unlistable.push(dir.clone());
                 continue;

@@ -264,6 +264,15 @@ pub(super) fn kind_of(p: &Path) -> Kind {
     }
 }
 
+/// Whether an error says there is nothing at a path (`ENOENT`, or a file
+/// where a directory was expected on the way), not that it cannot be told.
+pub(super) fn nothing_there(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+    )
+}
+
 /// Whether something is at `p`, links followed (`Path::exists`).
 pub(super) fn exists(p: &Path) -> bool {
     stat(p).is_some()
