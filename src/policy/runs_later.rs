@@ -447,6 +447,10 @@ fn git_candidates(places: &Places) -> Result<(Vec<PathBuf>, GitLayout)> {
     let (project, home) = (&places.project, &places.home);
     let mut candidates: Vec<PathBuf> = Vec::new();
     let git = project.join(".git");
+    let mut layout = GitLayout {
+        gits: vec![git.clone()],
+        git_dirs: vec![git.clone()],
+    };
     let git_is_dir = kind_of(&git) == Kind::Dir;
     for rel in PROJECT_PROTECTED {
         // Hooks and config of a worktree or submodule (`.git` is a file)
@@ -456,7 +460,7 @@ fn git_candidates(places: &Places) -> Result<(Vec<PathBuf>, GitLayout)> {
         }
         candidates.push(project.join(rel));
     }
-    candidates.extend(git_entry_candidates(&git));
+    candidates.extend(git_entry_candidates(&git, &mut layout));
     // A hooks directory set by `core.hooksPath` (husky, lefthook) runs
     // like .git/hooks, whether the repository or the user's own git
     // config sets it.
@@ -482,10 +486,6 @@ fn git_candidates(places: &Places) -> Result<(Vec<PathBuf>, GitLayout)> {
             candidates.push(hooks);
         }
     }
-    let mut layout = GitLayout {
-        gits: vec![git.clone()],
-        git_dirs: vec![git.clone()],
-    };
     submodule_candidates(&git, &mut candidates, &mut layout)?;
     Ok((candidates, layout))
 }
@@ -508,7 +508,7 @@ fn repository_candidates(
         candidates.push(git.join("branches"));
         layout.git_dirs.push(git.clone());
     }
-    candidates.extend(git_entry_candidates(&git));
+    candidates.extend(git_entry_candidates(&git, layout));
     for config in [git.join("config"), git.join("config.worktree")] {
         if let Some(hooks) = hooks_path(&config, tree, home) {
             candidates.push(hooks);
@@ -663,7 +663,7 @@ pub(super) fn is_bare_repository(dir: &Path) -> bool {
 /// What `.git` itself adds: the link or `gitdir:` file (rewritten, it points
 /// git at a directory the command prepared), or in a git directory the
 /// files that send git elsewhere for its config and hooks.
-fn git_entry_candidates(git: &Path) -> Vec<PathBuf> {
+fn git_entry_candidates(git: &Path, layout: &mut GitLayout) -> Vec<PathBuf> {
     let mut candidates = Vec::new();
     let git_is_link = lstat(git).is_some_and(|m| m.file_type().is_symlink());
     if git_is_link {
@@ -677,6 +677,24 @@ fn git_entry_candidates(git: &Path) -> Vec<PathBuf> {
         // `gitdir: PATH` of a worktree or submodule checkout: rewritten,
         // it points git at a directory the command prepared.
         candidates.push(git.to_path_buf());
+        // And the git directory it names, wherever that is: git runs its
+        // hooks and config as a directory `.git`'s (one the walk prunes,
+        // `node_modules/gd`, or one not made yet, which the command could
+        // make). Not one inside a `.git` directory: a worktree's or a
+        // submodule's, which their repository's layout covers (with the
+        // files git reads there and no others).
+        let separate =
+            named_git_dir(git).filter(|dir| !dir.components().any(|c| c.as_os_str() == ".git"));
+        if let Some(dir) = separate {
+            // One that exists is a git directory like `.git`: its config
+            // gets a private copy.
+            if kind_of(&dir) == Kind::Dir {
+                layout.git_dirs.push(dir.clone());
+            }
+            for name in ["hooks", "config", "config.worktree", "commondir"] {
+                candidates.push(dir.join(name));
+            }
+        }
     } else if what.is_some_and(|m| m.is_dir()) {
         // `commondir` sends git to another directory for its config and
         // hooks; a normal repository has none, so it is watched. The
@@ -696,6 +714,19 @@ fn git_entry_candidates(git: &Path) -> Vec<PathBuf> {
         }
     }
     candidates
+}
+
+/// The directory a `.git` file names (`gitdir: PATH`, relative to the
+/// file's directory), as written: a missing one too.
+fn named_git_dir(dot_git: &Path) -> Option<PathBuf> {
+    let bytes = crate::integrity::identity::read_regular_file(dot_git, 4096).ok()??;
+    let text = String::from_utf8_lossy(&bytes);
+    let named = text.strip_prefix("gitdir:")?.trim();
+    (!named.is_empty()).then(|| {
+        dot_git
+            .parent()
+            .map_or_else(|| PathBuf::from(named), |p| p.join(named))
+    })
 }
 
 /// The directory `core.hooksPath` names in a git config file, made

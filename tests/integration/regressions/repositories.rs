@@ -1327,6 +1327,77 @@ echo DONE"#,
     );
 }
 
+/// A `.git` file naming a git directory the walk does not reach
+/// (`gitdir: node_modules/gd`, not made yet): the command made it, with a
+/// `core.fsmonitor`, and the host's next `git status` ran it (stop 33's
+/// second review; older than that stop). The git directory a `.git` file
+/// names is protected like a `.git` directory now, there or not.
+#[test]
+fn the_git_directory_a_git_file_names_is_protected_wherever_it_is() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let git = world.project.join(".git");
+    let elsewhere = world.root.join("saved-git");
+    std::fs::rename(&git, &elsewhere).unwrap();
+    std::fs::write(&git, "gitdir: node_modules/gd\n").unwrap();
+    let script = format!(
+        "mkdir -p node_modules && cp -r '{}' node_modules/gd\n\
+         printf '[core]\\n\\tfsmonitor = touch PWNED\\n' >> node_modules/gd/config\n\
+         echo DONE",
+        elsewhere.display()
+    );
+    let out = sbx_sh(&world, &world.project, &[], &script, &[]);
+    assert_line(&out, "DONE");
+    let config = world.project.join("node_modules/gd/config");
+    let planted = std::fs::read_to_string(&config).unwrap_or_default();
+    assert!(
+        !planted.contains("fsmonitor"),
+        "{} keeps the planted key: {}",
+        config.display(),
+        both(&out)
+    );
+}
+
+/// A project made with `git init --separate-git-dir .gd`: its git
+/// directory, which a `.git` file names, keeps a private config copy like
+/// `.git` (everyday settings go back, a planted `core.fsmonitor` does not)
+/// and read-only hooks.
+#[test]
+fn a_separate_git_directory_in_the_project_is_a_git_directory_like_dot_git() {
+    require_sandbox!();
+    let world = World::new();
+    let project = &world.project;
+    util::git(project, &["init", "-q", "--separate-git-dir=.gd", "."]);
+    let config = || std::fs::read_to_string(project.join(".gd/config")).unwrap();
+    let everyday = sbx_sh(
+        &world,
+        project,
+        &[],
+        "git config user.name everyday && echo CONFIG-OK",
+        &[],
+    );
+    assert_line(&everyday, "CONFIG-OK");
+    assert!(config().contains("everyday"), "{}", both(&everyday));
+    let planted = sbx_sh(
+        &world,
+        project,
+        &[],
+        r#"git config core.fsmonitor 'touch PWNED'
+printf '#!/bin/sh\n' > .gd/hooks/pre-commit 2>&1
+echo DONE"#,
+        &[],
+    );
+    assert_line(&planted, "DONE");
+    assert_eq!(planted.status.code(), Some(125), "{}", both(&planted));
+    assert!(!config().contains("fsmonitor"), "{}", both(&planted));
+    assert!(
+        !project.join(".gd/hooks/pre-commit").exists(),
+        "{}",
+        both(&planted)
+    );
+}
+
 /// A repository the command makes in `.venv/src` (where pip clones
 /// editable installs; the walk prunes `.venv`): with a planted
 /// `core.fsmonitor` it stayed after the run, and git (an editor's git,
