@@ -112,9 +112,10 @@ pub enum Wanted {
     Repositories,
 }
 
-/// [`walk`] with [`Wanted::Repositories`].
-#[cfg(target_os = "linux")]
+/// [`walk`] for what git may enter (`Wanted::Repositories` where a watcher
+/// answers).
 pub fn walk_repositories(project: &Path, cache_dir: Option<&Path>) -> Found {
+    #[cfg(target_os = "linux")]
     if let Some(found) = cache_dir.and_then(|c| watch::ask(project, c, Wanted::Repositories)) {
         return found;
     }

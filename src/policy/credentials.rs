@@ -396,7 +396,7 @@ pub(super) fn other_repositories(
 /// The repositories under `root`, as a walk finds them (`cache`: sbx's
 /// cache directory, never walked).
 pub(crate) fn walked(root: &Path, cache: Option<&Path>) -> Repositories {
-    let found = crate::envscan::walk(root, cache);
+    let found = crate::envscan::walk_repositories(root, cache);
     Repositories {
         scan_root: root.to_path_buf(),
         modules: super::runs_later::module_dirs(&found.git_entries),
