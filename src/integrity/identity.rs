@@ -347,6 +347,32 @@ mod hex_paths {
     }
 }
 
+/// The directory a `.git` file names, read as git reads it (setup.c,
+/// `read_gitfile_gently`): the whole file up to 1 MiB, `gitdir: ` with
+/// exactly one space, every trailing newline and carriage return dropped,
+/// the rest as bytes up to a NUL (no other trimming: a trailing space or
+/// tab is part of the name), relative to the file's directory. `None` for
+/// anything git would refuse. A `.git` link is not followed (its target
+/// is a directory git enters as such).
+pub fn gitdir_named(dot_git: &Path) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = read_regular_file(dot_git, 1 << 20).ok()??;
+    let rest = bytes.strip_prefix(b"gitdir: ")?;
+    let rest = rest.split(|&b| b == 0).next().unwrap_or_default();
+    let end = rest
+        .iter()
+        .rposition(|&b| b != b'\n' && b != b'\r')
+        .map_or(0, |i| i + 1);
+    let named = std::ffi::OsStr::from_bytes(&rest[..end]);
+    if named.is_empty() {
+        return None;
+    }
+    Some(match dot_git.parent() {
+        Some(dir) => dir.join(named),
+        None => PathBuf::from(named),
+    })
+}
+
 /// The content of the regular file at `path` (`None`: nothing there),
 /// without following a link or blocking on a FIFO or device, and at most
 /// `cap` bytes; why not otherwise.
@@ -380,4 +406,37 @@ pub fn read_regular_file(path: &Path, cap: u64) -> Result<Option<Vec<u8>>, &'sta
         return Err("too large");
     }
     Ok(Some(bytes))
+}
+
+#[cfg(test)]
+mod gitdir_tests {
+    use super::gitdir_named;
+    use std::path::Path;
+
+    /// Read as git reads it: only trailing newlines and carriage returns go.
+    #[test]
+    fn a_git_file_is_read_as_git_reads_it() {
+        let t = tempfile::tempdir().unwrap();
+        let dot_git = t.path().join(".git");
+        let named = |content: &[u8]| {
+            std::fs::write(&dot_git, content).unwrap();
+            gitdir_named(&dot_git)
+        };
+        let under = |rel: &str| Some(t.path().join(rel));
+        assert_eq!(named(b"gitdir: gd\n"), under("gd"));
+        assert_eq!(named(b"gitdir: gd\r\n\n\n"), under("gd"));
+        assert_eq!(named(b"gitdir: gd \n"), under("gd "));
+        assert_eq!(named(b"gitdir: gd\t\n"), under("gd\t"));
+        assert_eq!(named(b"gitdir:  gd\n"), under(" gd"));
+        assert_eq!(
+            named(b"gitdir: /abs/gd\n"),
+            Some(Path::new("/abs/gd").into())
+        );
+        let mut long = b"gitdir: gd".to_vec();
+        long.extend(std::iter::repeat_n(b'\n', 5000));
+        assert_eq!(named(&long), under("gd"));
+        assert_eq!(named(b"gitdir:gd\n"), None);
+        assert_eq!(named(b"gitdir: \n"), None);
+        assert_eq!(named(b"nothing\n"), None);
+    }
 }

@@ -326,13 +326,12 @@ fn made_by_git(dot_git: &Path, gits: &[PathBuf]) -> bool {
             .flatten()
             .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     };
-    let (Some(text), Some(dir)) = (small(dot_git), dot_git.parent()) else {
+    // As git reads it: a name sbx read otherwise (trimmed, say) would be
+    // checked while git went elsewhere.
+    let Some(named) = super::identity::gitdir_named(dot_git) else {
         return false;
     };
-    let Some(named) = text.strip_prefix("gitdir:").map(str::trim) else {
-        return false;
-    };
-    let Ok(target) = std::fs::canonicalize(dir.join(named)) else {
+    let Ok(target) = std::fs::canonicalize(named) else {
         return false;
     };
     let Ok(me) = std::fs::canonicalize(dot_git) else {

@@ -473,14 +473,10 @@ fn git_candidates(places: &Places) -> Result<(Vec<PathBuf>, GitLayout)> {
         .filter(|x| x.is_absolute())
         .map(|x| x.join("git"));
     candidates.extend(xdg_git.clone());
-    for config in [
-        git.join("config"),
-        git.join("config.worktree"),
-        home.join(".gitconfig"),
-        home.join(".config/git/config"),
-    ]
-    .into_iter()
-    .chain(xdg_git.map(|g| g.join("config")))
+    for config in repository_configs(&git)
+        .into_iter()
+        .chain([home.join(".gitconfig"), home.join(".config/git/config")])
+        .chain(xdg_git.map(|g| g.join("config")))
     {
         if let Some(hooks) = hooks_path(&config, project, home) {
             candidates.push(hooks);
@@ -509,7 +505,7 @@ fn repository_candidates(
         layout.git_dirs.push(git.clone());
     }
     candidates.extend(git_entry_candidates(&git, layout));
-    for config in [git.join("config"), git.join("config.worktree")] {
+    for config in repository_configs(&git) {
         if let Some(hooks) = hooks_path(&config, tree, home) {
             candidates.push(hooks);
         }
@@ -680,15 +676,14 @@ fn git_entry_candidates(git: &Path, layout: &mut GitLayout) -> Vec<PathBuf> {
         // And the git directory it names, wherever that is: git runs its
         // hooks and config as a directory `.git`'s (one the walk prunes,
         // `node_modules/gd`, or one not made yet, which the command could
-        // make). Not one inside a `.git` directory: a worktree's or a
-        // submodule's, which their repository's layout covers (with the
-        // files git reads there and no others).
-        let separate =
-            named_git_dir(git).filter(|dir| !dir.components().any(|c| c.as_os_str() == ".git"));
-        if let Some(dir) = separate {
-            // One that exists is a git directory like `.git`: its config
-            // gets a private copy.
-            if kind_of(&dir) == Kind::Dir {
+        // make). A worktree's or a submodule's is found again with its
+        // repository; a missing `hooks` or `config` there is only watched.
+        if let Some(dir) = crate::integrity::identity::gitdir_named(git) {
+            // One laid out as a git directory, and not inside another
+            // (whose layout has the files git reads there and no others):
+            // a git directory like `.git`, whose config gets a private copy.
+            let inside_git = dir.components().any(|c| c.as_os_str() == ".git");
+            if !inside_git && is_bare_repository(&dir) {
                 layout.git_dirs.push(dir.clone());
             }
             for name in ["hooks", "config", "config.worktree", "commondir"] {
@@ -716,17 +711,31 @@ fn git_entry_candidates(git: &Path, layout: &mut GitLayout) -> Vec<PathBuf> {
     candidates
 }
 
-/// The directory a `.git` file names (`gitdir: PATH`, relative to the
-/// file's directory), as written: a missing one too.
-fn named_git_dir(dot_git: &Path) -> Option<PathBuf> {
-    let bytes = crate::integrity::identity::read_regular_file(dot_git, 4096).ok()??;
-    let text = String::from_utf8_lossy(&bytes);
-    let named = text.strip_prefix("gitdir:")?.trim();
-    (!named.is_empty()).then(|| {
-        dot_git
-            .parent()
-            .map_or_else(|| PathBuf::from(named), |p| p.join(named))
-    })
+/// The config files of a repository whose `.git` entry is `git`, where a
+/// `core.hooksPath` may be set: `config` and `config.worktree` of its git
+/// directory (the one a `.git` file names), and the config of the common
+/// directory a linked worktree's `commondir` leads to. A relative
+/// `core.hooksPath` in any of them is the worktree's.
+fn repository_configs(git: &Path) -> Vec<PathBuf> {
+    let Some(dir) = crate::integrity::identity::gitdir_named(git) else {
+        return vec![git.join("config"), git.join("config.worktree")];
+    };
+    let mut configs = vec![dir.join("config"), dir.join("config.worktree")];
+    let common = crate::integrity::identity::read_regular_file(&dir.join("commondir"), 4096);
+    if let Ok(Some(bytes)) = common {
+        use std::os::unix::ffi::OsStrExt;
+        let end = bytes
+            .iter()
+            .rposition(|&b| b != b'\n' && b != b'\r')
+            .map_or(0, |i| i + 1);
+        if end > 0 {
+            configs.push(
+                dir.join(std::ffi::OsStr::from_bytes(&bytes[..end]))
+                    .join("config"),
+            );
+        }
+    }
+    configs
 }
 
 /// The directory `core.hooksPath` names in a git config file, made

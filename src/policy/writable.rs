@@ -90,9 +90,10 @@ fn worktree_common_dir(project: &Path, home_real: &Path) -> Option<PathBuf> {
     if !meta.is_file() {
         return None;
     }
-    let text = std::fs::read_to_string(&dot_git).ok()?;
-    let named = text.strip_prefix("gitdir:")?.trim();
-    let own = super::paths::real(&project.join(named))?;
+    // As git reads it (a name read otherwise could grant the wrong
+    // directory).
+    let named = crate::integrity::identity::gitdir_named(&dot_git)?;
+    let own = super::paths::real(&named)?;
     if own.parent()?.file_name()? != "worktrees" {
         return None;
     }

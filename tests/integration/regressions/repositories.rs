@@ -1335,26 +1335,58 @@ echo DONE"#,
 #[test]
 fn the_git_directory_a_git_file_names_is_protected_wherever_it_is() {
     require_sandbox!();
+    // The third review's too: a name with a `.git` component that is no
+    // worktree's or submodule's, and one git reads with a trailing space
+    // that sbx trimmed.
+    for named in ["node_modules/gd", "node_modules/x/.git", "node_modules/gd "] {
+        let world = World::new();
+        world.git_repo();
+        let git = world.project.join(".git");
+        let elsewhere = world.root.join("saved-git");
+        std::fs::rename(&git, &elsewhere).unwrap();
+        std::fs::write(&git, format!("gitdir: {named}\n")).unwrap();
+        let script = format!(
+            "mkdir -p \"$(dirname '{named}')\" && cp -r '{}' '{named}'\n\
+             printf '[core]\\n\\tfsmonitor = touch PWNED\\n' >> '{named}/config'\n\
+             echo DONE",
+            elsewhere.display()
+        );
+        let out = sbx_sh(&world, &world.project, &[], &script, &[]);
+        assert_line(&out, "DONE");
+        let config = world.project.join(named).join("config");
+        let planted = std::fs::read_to_string(&config).unwrap_or_default();
+        assert!(
+            !planted.contains("fsmonitor"),
+            "{} keeps the planted key: {}",
+            config.display(),
+            both(&out)
+        );
+    }
+}
+
+/// `core.hooksPath` set in the config of a git directory a `.git` file
+/// names (`git init --separate-git-dir`): never read, so the hooks
+/// directory it names stayed writable and the host's `git commit` ran
+/// what the command put there (third review; older than stop 33).
+#[test]
+fn a_hooks_path_in_a_separate_git_directory_is_read_only() {
+    require_sandbox!();
     let world = World::new();
-    world.git_repo();
-    let git = world.project.join(".git");
-    let elsewhere = world.root.join("saved-git");
-    std::fs::rename(&git, &elsewhere).unwrap();
-    std::fs::write(&git, "gitdir: node_modules/gd\n").unwrap();
-    let script = format!(
-        "mkdir -p node_modules && cp -r '{}' node_modules/gd\n\
-         printf '[core]\\n\\tfsmonitor = touch PWNED\\n' >> node_modules/gd/config\n\
-         echo DONE",
-        elsewhere.display()
+    let project = &world.project;
+    util::git(project, &["init", "-q", "--separate-git-dir=.gd", "."]);
+    util::git(project, &["config", "core.hooksPath", "myhooks"]);
+    std::fs::create_dir(project.join("myhooks")).unwrap();
+    let out = sbx_sh(
+        &world,
+        project,
+        &[],
+        "printf '#!/bin/sh\\ntouch PWNED\\n' > myhooks/pre-commit 2>&1; echo DONE",
+        &[],
     );
-    let out = sbx_sh(&world, &world.project, &[], &script, &[]);
     assert_line(&out, "DONE");
-    let config = world.project.join("node_modules/gd/config");
-    let planted = std::fs::read_to_string(&config).unwrap_or_default();
     assert!(
-        !planted.contains("fsmonitor"),
-        "{} keeps the planted key: {}",
-        config.display(),
+        !project.join("myhooks/pre-commit").exists(),
+        "{}",
         both(&out)
     );
 }
