@@ -348,29 +348,42 @@ mod hex_paths {
 }
 
 /// The directory a `.git` file names, read as git reads it (setup.c,
-/// `read_gitfile_gently`): the whole file up to 1 MiB, `gitdir: ` with
-/// exactly one space, every trailing newline and carriage return dropped,
-/// the rest as bytes up to a NUL (no other trimming: a trailing space or
-/// tab is part of the name), relative to the file's directory. `None` for
-/// anything git would refuse. A `.git` link is not followed (its target
-/// is a directory git enters as such).
+/// `read_gitfile_gently`): the whole file up to 1 MiB (links followed, as
+/// git opens it), `gitdir: ` with exactly one space, then every trailing
+/// newline and carriage return of the file dropped, and the name up to a
+/// NUL (no other trimming: a trailing space or tab is part of it),
+/// relative to the directory of `dot_git` itself. `None` for anything git
+/// would refuse.
 pub fn gitdir_named(dot_git: &Path) -> Option<PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    let bytes = read_regular_file(dot_git, 1 << 20).ok()??;
-    let rest = bytes.strip_prefix(b"gitdir: ")?;
-    let rest = rest.split(|&b| b == 0).next().unwrap_or_default();
-    let end = rest
-        .iter()
-        .rposition(|&b| b != b'\n' && b != b'\r')
-        .map_or(0, |i| i + 1);
-    let named = std::ffi::OsStr::from_bytes(&rest[..end]);
-    if named.is_empty() {
-        return None;
-    }
+    let real = std::fs::canonicalize(dot_git).ok()?;
+    let bytes = read_regular_file(&real, 1 << 20).ok()??;
+    let named = git_path_line(bytes.strip_prefix(b"gitdir: ")?)?;
     Some(match dot_git.parent() {
         Some(dir) => dir.join(named),
         None => PathBuf::from(named),
     })
+}
+
+/// The directory a linked worktree's git directory `dir` names in its
+/// `commondir` (relative to `dir`), read as git reads it (setup.c,
+/// `get_common_dir_noenv`: trailing newlines and carriage returns
+/// dropped, then up to a NUL), if it has one.
+pub fn common_dir_named(dir: &Path) -> Option<PathBuf> {
+    let bytes = read_regular_file(&dir.join("commondir"), 1 << 24).ok()??;
+    git_path_line(&bytes).map(|named| dir.join(named))
+}
+
+/// A path as git takes it from a one-line file: trailing newlines and
+/// carriage returns of the whole content dropped first, then the bytes up
+/// to a NUL; `None` when nothing is left.
+fn git_path_line(content: &[u8]) -> Option<&std::ffi::OsStr> {
+    use std::os::unix::ffi::OsStrExt;
+    let end = content
+        .iter()
+        .rposition(|&b| b != b'\n' && b != b'\r')
+        .map_or(0, |i| i + 1);
+    let line = content[..end].split(|&b| b == 0).next().unwrap_or_default();
+    (!line.is_empty()).then(|| std::ffi::OsStr::from_bytes(line))
 }
 
 /// The content of the regular file at `path` (`None`: nothing there),
@@ -435,6 +448,9 @@ mod gitdir_tests {
         let mut long = b"gitdir: gd".to_vec();
         long.extend(std::iter::repeat_n(b'\n', 5000));
         assert_eq!(named(&long), under("gd"));
+        // Trailing newlines go before the NUL cuts: git uses `gd\n` here.
+        assert_eq!(named(b"gitdir: gd\n\0x"), under("gd\n"));
+        assert_eq!(named(b"gitdir: gd\0x\n"), under("gd"));
         assert_eq!(named(b"gitdir:gd\n"), None);
         assert_eq!(named(b"gitdir: \n"), None);
         assert_eq!(named(b"nothing\n"), None);

@@ -326,8 +326,12 @@ fn made_by_git(dot_git: &Path, gits: &[PathBuf]) -> bool {
             .flatten()
             .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     };
-    // As git reads it: a name sbx read otherwise (trimmed, say) would be
-    // checked while git went elsewhere.
+    // A file git wrote, not a link to one; read as git reads it: a name
+    // sbx read otherwise (trimmed, say) would be checked while git went
+    // elsewhere.
+    if !std::fs::symlink_metadata(dot_git).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Some(named) = super::identity::gitdir_named(dot_git) else {
         return false;
     };

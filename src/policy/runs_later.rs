@@ -679,15 +679,25 @@ fn git_entry_candidates(git: &Path, layout: &mut GitLayout) -> Vec<PathBuf> {
         // make). A worktree's or a submodule's is found again with its
         // repository; a missing `hooks` or `config` there is only watched.
         if let Some(dir) = crate::integrity::identity::gitdir_named(git) {
-            // One laid out as a git directory, and not inside another
-            // (whose layout has the files git reads there and no others):
-            // a git directory like `.git`, whose config gets a private copy.
-            let inside_git = dir.components().any(|c| c.as_os_str() == ".git");
-            if !inside_git && is_bare_repository(&dir) {
-                layout.git_dirs.push(dir.clone());
-            }
+            // A linked worktree's git directory sends git on to its common
+            // directory for hooks and config: that one too.
+            let common = crate::integrity::identity::common_dir_named(&dir);
             for name in ["hooks", "config", "config.worktree", "commondir"] {
                 candidates.push(dir.join(name));
+            }
+            if let Some(common) = &common {
+                candidates.push(common.join("hooks"));
+                candidates.push(common.join("config"));
+            }
+            // A git directory like `.git`, whose config gets a private
+            // copy (and whose missing hooks and config sbx makes): the one
+            // git takes its config from, when it is laid out as a git
+            // directory and not inside another (whose layout has the files
+            // git reads there and no others).
+            let own = common.unwrap_or(dir);
+            let inside_git = own.components().any(|c| c.as_os_str() == ".git");
+            if !inside_git && is_bare_repository(&own) {
+                layout.git_dirs.push(own);
             }
         }
     } else if what.is_some_and(|m| m.is_dir()) {
@@ -721,19 +731,8 @@ fn repository_configs(git: &Path) -> Vec<PathBuf> {
         return vec![git.join("config"), git.join("config.worktree")];
     };
     let mut configs = vec![dir.join("config"), dir.join("config.worktree")];
-    let common = crate::integrity::identity::read_regular_file(&dir.join("commondir"), 4096);
-    if let Ok(Some(bytes)) = common {
-        use std::os::unix::ffi::OsStrExt;
-        let end = bytes
-            .iter()
-            .rposition(|&b| b != b'\n' && b != b'\r')
-            .map_or(0, |i| i + 1);
-        if end > 0 {
-            configs.push(
-                dir.join(std::ffi::OsStr::from_bytes(&bytes[..end]))
-                    .join("config"),
-            );
-        }
+    if let Some(common) = crate::integrity::identity::common_dir_named(&dir) {
+        configs.push(common.join("config"));
     }
     configs
 }
