@@ -355,8 +355,15 @@ mod hex_paths {
 /// relative to the directory of `dot_git` itself. `None` for anything git
 /// would refuse.
 pub fn gitdir_named(dot_git: &Path) -> Option<PathBuf> {
-    let real = std::fs::canonicalize(dot_git).ok()?;
-    let bytes = read_regular_file(&real, 1 << 20).ok()??;
+    // Most `.git` entries are directories: one `lstat`, no resolution.
+    let kind = std::fs::symlink_metadata(dot_git).ok()?.file_type();
+    let bytes = if kind.is_file() {
+        read_regular_file(dot_git, 1 << 20).ok()??
+    } else if kind.is_symlink() {
+        read_regular_file(&std::fs::canonicalize(dot_git).ok()?, 1 << 20).ok()??
+    } else {
+        return None;
+    };
     let named = git_path_line(bytes.strip_prefix(b"gitdir: ")?)?;
     Some(match dot_git.parent() {
         Some(dir) => dir.join(named),

@@ -354,8 +354,8 @@ fn made_by_git(dot_git: &Path, gits: &[PathBuf]) -> bool {
             (Some(w), Some(_), None) if w == "worktrees" => {
                 let back =
                     small(&target.join("gitdir")).and_then(|g| std::fs::canonicalize(g).ok());
-                let common = small(&target.join("commondir"))
-                    .and_then(|c| std::fs::canonicalize(target.join(c)).ok());
+                let common = super::identity::common_dir_named(&target)
+                    .and_then(|c| std::fs::canonicalize(c).ok());
                 let own_settings = ["config.worktree", "config", "hooks"]
                     .iter()
                     .any(|n| std::fs::symlink_metadata(target.join(n)).is_ok());

@@ -104,9 +104,9 @@ fn worktree_common_dir(project: &Path, home_real: &Path) -> Option<PathBuf> {
             .flatten()
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     };
-    let commondir = small(own.join("commondir"))?;
+    let commondir = crate::integrity::identity::common_dir_named(&own)?;
     let back = small(own.join("gitdir"))?;
-    let leads_back = super::paths::real(&own.join(commondir.trim())).as_deref() == Some(&common);
+    let leads_back = super::paths::real(&commondir).as_deref() == Some(&common);
     let names_us = super::paths::real(Path::new(back.trim())).as_deref() == Some(&dot_git);
     let plausible = super::runs_later::is_bare_repository(&common)
         && !home_real.starts_with(&common)
