@@ -15,7 +15,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use nix::errno::Errno;
 use nix::libc;
 
 /// The most `NAME.sbx-blocked-N` tried: past that, something keeps making
@@ -144,16 +143,17 @@ pub fn set_aside_as(dir: &RealDir, name: &OsStr, base: &OsStr) -> io::Result<Pat
 
 /// Rename `from` to `to` in `dir`, never replacing what is at `to`.
 pub fn rename_new(dir: &RealDir, from: &OsStr, to: &OsStr) -> io::Result<()> {
-    use nix::fcntl::{renameat, renameat2, RenameFlags};
-    let fd = Some(dir.fd.as_raw_fd());
-    match renameat2(fd, from, fd, to, RenameFlags::RENAME_NOREPLACE) {
+    use rustix::fs::{renameat_with, RenameFlags};
+    // rustix, not nix: nix offers renameat2 with glibc only (not musl).
+    match renameat_with(&dir.fd, from, &dir.fd, to, RenameFlags::NOREPLACE) {
         // A file system without RENAME_NOREPLACE: look first (the command
         // has ended; what remains is a narrow race with the host).
-        Err(Errno::EINVAL | Errno::ENOSYS) => {
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
             if std::fs::symlink_metadata(dir.entry(to)).is_ok() {
                 return Err(io::ErrorKind::AlreadyExists.into());
             }
-            renameat(fd, from, fd, to).map_err(io::Error::from)
+            let fd = Some(dir.fd.as_raw_fd());
+            nix::fcntl::renameat(fd, from, fd, to).map_err(io::Error::from)
         }
         other => other.map_err(io::Error::from),
     }

@@ -242,7 +242,7 @@ fn socket_place_is_per_root_and_short() {
 /// not lose either side.
 #[test]
 fn exchanged_entries_are_both_seen() {
-    use nix::fcntl::{renameat2, RenameFlags};
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
     let (_t, root) = setup();
     touch(&root.join("a/.env"));
     fs::write(root.join("a/notes.txt"), "x").unwrap();
@@ -251,14 +251,7 @@ fn exchanged_entries_are_both_seen() {
     fs::write(root.join("plain"), "x").unwrap();
     let mut tree = Tree::build(&root, usize::MAX).unwrap();
     let exchange = |a: &str, b: &str| {
-        renameat2(
-            None,
-            &root.join(a),
-            None,
-            &root.join(b),
-            RenameFlags::RENAME_EXCHANGE,
-        )
-        .unwrap();
+        renameat_with(CWD, root.join(a), CWD, root.join(b), RenameFlags::EXCHANGE).unwrap();
     };
     exchange("a/.env", "a/notes.txt");
     let f = compare(&mut tree, &root);
