@@ -117,9 +117,9 @@ impl Identity {
         Identity {
             dev: m.dev(),
             ino: m.ino(),
-            born: match m.created().map(|t| t.duration_since(std::time::UNIX_EPOCH)) {
-                Ok(Ok(d)) => Born::At(d.as_secs(), d.subsec_nanos()),
-                _ => Born::Changed(m.ctime(), m.ctime_nsec()),
+            born: match birth_time(path, m) {
+                Some((secs, nanos)) => Born::At(secs, nanos),
+                None => Born::Changed(m.ctime(), m.ctime_nsec()),
             },
             mode: m.mode() & 0o170000,
             target: m
@@ -269,13 +269,42 @@ impl EntryId {
             } else {
                 EntryKind::Other
             },
-            born: m
-                .created()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| (d.as_secs(), d.subsec_nanos())),
+            born: birth_time(path, &m),
         }
     }
+}
+
+/// The birth time of what is at `path` (not following a final link),
+/// whose `lstat` `m` was just taken, where the file system keeps one.
+fn birth_time(path: &Path, m: &std::fs::Metadata) -> Option<(u64, u32)> {
+    match m.created() {
+        Ok(t) => t
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| (d.as_secs(), d.subsec_nanos())),
+        Err(_) => birth_time_from_statx(path, m),
+    }
+}
+
+/// Rust's standard library reads no birth time with musl (it calls `statx`
+/// with glibc only): asked of `statx` here, and taken only if it names the
+/// same file as `m`.
+#[cfg(all(target_os = "linux", target_env = "musl"))]
+fn birth_time_from_statx(path: &Path, m: &std::fs::Metadata) -> Option<(u64, u32)> {
+    use rustix::fs::{statx, AtFlags, StatxFlags, CWD};
+    use std::os::unix::fs::MetadataExt;
+    let s = statx(CWD, path, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::BTIME).ok()?;
+    let same =
+        s.stx_ino == m.ino() && rustix::fs::makedev(s.stx_dev_major, s.stx_dev_minor) == m.dev();
+    let has_birth = StatxFlags::from_bits_retain(s.stx_mask).contains(StatxFlags::BTIME);
+    (same && has_birth).then_some(())?;
+    Some((u64::try_from(s.stx_btime.tv_sec).ok()?, s.stx_btime.tv_nsec))
+}
+
+/// With glibc (and on macOS), the standard library already asked: none.
+#[cfg(not(all(target_os = "linux", target_env = "musl")))]
+fn birth_time_from_statx(_path: &Path, _m: &std::fs::Metadata) -> Option<(u64, u32)> {
+    None
 }
 
 impl Repositories {
@@ -461,5 +490,36 @@ mod gitdir_tests {
         assert_eq!(named(b"gitdir:gd\n"), None);
         assert_eq!(named(b"gitdir: \n"), None);
         assert_eq!(named(b"nothing\n"), None);
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod birth_tests {
+    use super::{Born, EntryId, Identity};
+    use rustix::fs::{statx, AtFlags, StatxFlags, CWD};
+
+    /// Where the kernel reports a birth time, both identities carry it,
+    /// whatever the C library (with musl the standard library reads none).
+    #[test]
+    fn identities_carry_the_birth_time_the_kernel_reports() {
+        let t = tempfile::tempdir().unwrap();
+        let file = t.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let link = t.path().join("l");
+        std::os::unix::fs::symlink("f", &link).unwrap();
+        for path in [&file, &link] {
+            let s = statx(CWD, path, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::BTIME).unwrap();
+            let kernel = StatxFlags::from_bits_retain(s.stx_mask)
+                .contains(StatxFlags::BTIME)
+                .then_some((s.stx_btime.tv_sec as u64, s.stx_btime.tv_nsec));
+            let identity = Identity::of(path).unwrap();
+            match kernel {
+                Some((secs, nanos)) => {
+                    assert_eq!(identity.born, Born::At(secs, nanos), "{path:?}");
+                    assert_eq!(EntryId::of(path).born, Some((secs, nanos)), "{path:?}");
+                }
+                None => assert!(matches!(identity.born, Born::Changed(..)), "{path:?}"),
+            }
+        }
     }
 }
