@@ -647,8 +647,64 @@ fn gather_host(
 }
 
 fn home_from_passwd() -> Option<PathBuf> {
-    nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.dir)
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(user)) => Some(user.dir),
+        // musl reads `/etc/passwd` (and nscd) only: an account from another
+        // name service (LDAP, sssd) is asked of the system's `getent`.
+        Ok(None) if cfg!(target_env = "musl") => home_from_getent(uid.as_raw()),
+        _ => None,
+    }
+}
+
+/// The home directory `getent passwd UID` names (the system's C library,
+/// with every name service it is configured for).
+fn home_from_getent(uid: u32) -> Option<PathBuf> {
+    let getent = ["/usr/bin/getent", "/bin/getent"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())?;
+    let out = std::process::Command::new(getent)
+        .args(["passwd", &uid.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    passwd_home(&out.stdout, uid)
+}
+
+/// The home directory of a `passwd` line (`name:pw:uid:gid:gecos:home:shell`)
+/// for `uid`.
+fn passwd_home(line: &[u8], uid: u32) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let fields: Vec<&[u8]> = line.split(|&b| b == b':').collect();
+    let [_, _, id, _, _, home, _] = fields.as_slice() else {
+        return None;
+    };
+    (*id == uid.to_string().as_bytes() && !home.is_empty())
+        .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(home)))
+}
+
+#[cfg(test)]
+mod passwd_tests {
+    use super::passwd_home;
+    use std::path::PathBuf;
+
+    #[test]
+    fn a_passwd_line_names_the_home_of_its_uid_only() {
+        let home = |line: &[u8], uid| passwd_home(line, uid);
+        assert_eq!(
+            home(b"ann:x:1000:1000:Ann,,,:/home/ann:/bin/bash\n", 1000),
+            Some(PathBuf::from("/home/ann"))
+        );
+        assert_eq!(home(b"ann:*:1000:100::/h:\n", 1000), Some("/h".into()));
+        assert_eq!(home(b"ann:x:1000:1000::/home/ann:/bin/sh\n", 1001), None);
+        assert_eq!(home(b"ann:x:10000:1000::/home/ann:/bin/sh\n", 1000), None);
+        assert_eq!(home(b"ann:x:1000:1000::/home/ann\n", 1000), None);
+        assert_eq!(home(b"ann:x:1000:1000:::/bin/sh\n", 1000), None);
+        assert_eq!(home(b"", 1000), None);
+    }
 }

@@ -278,6 +278,26 @@ pub fn require() -> &'static str {
     }
 }
 
+/// Whether the ELF executable at `path` is statically linked (asks for no
+/// program interpreter): the musl release build, which loads no
+/// `LD_PRELOAD` library.
+pub fn statically_linked(path: &Path) -> bool {
+    let elf = std::fs::read(path).unwrap();
+    assert_eq!(
+        elf.get(..5),
+        Some(&b"\x7fELF\x02"[..]),
+        "{path:?} is not a 64-bit ELF file"
+    );
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
+    let u16_at = |o: usize| usize::from(u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()));
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    const PT_INTERP: u32 = 3;
+    !(0..phnum).any(|i| {
+        let o = phoff + i * phentsize;
+        u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) == PT_INTERP
+    })
+}
+
 /// The sbx under test: `$SBX_TEST_BIN` (CI copies the binaries to a place an
 /// unprivileged user can reach), else the one cargo built.
 pub fn sbx_path() -> PathBuf {

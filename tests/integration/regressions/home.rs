@@ -56,6 +56,11 @@ touch "$HOME/ok" && echo HOME-WRITABLE"#,
 /// `sbx run -- sh -c SCRIPT sh ARGS...` in `dir`, with the user database
 /// (stood in for with nss_wrapper) giving `account` as this user's home
 /// while `HOME` stays the world's; `None` without nss_wrapper.
+///
+/// A statically linked sbx (the musl release build) loads no preloaded
+/// library and reads `/etc/passwd` itself: it runs in a mount namespace of
+/// its own where that file is the stand-in (as root; elsewhere in a user
+/// namespace that maps this user to itself).
 fn run_with_account_home(
     world: &World,
     account: &Path,
@@ -80,7 +85,19 @@ fn run_with_account_home(
     );
     util::write(&passwd, &line);
     util::write(&group, &format!("me:x:{}:\n", me.gid()));
-    let mut cmd = world.sbx_std();
+    let mut cmd = if util::statically_linked(&util::sbx_path()) && !util::contained() {
+        let mut cmd = world.host_cmd("unshare");
+        if !util::euid_is_root() {
+            cmd.args(["--user", "--map-current-user"]);
+        }
+        cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+            .arg(r#"mount --bind "$0" /etc/passwd && exec "$@""#)
+            .arg(&passwd)
+            .arg(util::sbx_path());
+        cmd
+    } else {
+        world.sbx_std()
+    };
     cmd.current_dir(dir)
         .env("LD_PRELOAD", wrapper)
         .env("NSS_WRAPPER_PASSWD", &passwd)
