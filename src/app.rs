@@ -652,9 +652,27 @@ fn home_from_passwd() -> Option<PathBuf> {
         Ok(Some(user)) => Some(user.dir),
         // musl reads `/etc/passwd` (and nscd) only: an account from another
         // name service (LDAP, sssd) is asked of the system's `getent`.
-        Ok(None) if cfg!(target_env = "musl") => home_from_getent(uid.as_raw()),
+        Ok(None) if cfg!(target_env = "musl") && other_name_services() => {
+            home_from_getent(uid.as_raw())
+        }
         _ => None,
     }
+}
+
+/// Whether `/etc/nsswitch.conf` lists a source of accounts besides the
+/// files musl has read (`passwd: files ldap`, `sss`, `systemd`).
+fn other_name_services() -> bool {
+    std::fs::read_to_string("/etc/nsswitch.conf")
+        .is_ok_and(|conf| passwd_sources_beyond_files(&conf))
+}
+
+/// [`other_name_services`] for the text of an `nsswitch.conf`.
+fn passwd_sources_beyond_files(conf: &str) -> bool {
+    conf.lines()
+        .map(|line| line.split('#').next().unwrap_or_default().trim())
+        .filter_map(|line| line.strip_prefix("passwd:"))
+        .flat_map(str::split_whitespace)
+        .any(|word| !word.starts_with('[') && word != "files")
 }
 
 /// The home directory `getent passwd UID` names (the system's C library,
@@ -692,6 +710,17 @@ fn passwd_home(line: &[u8], uid: u32) -> Option<PathBuf> {
 mod passwd_tests {
     use super::passwd_home;
     use std::path::PathBuf;
+
+    #[test]
+    fn other_name_services_are_read_from_the_passwd_line() {
+        let beyond = super::passwd_sources_beyond_files;
+        assert!(!beyond("passwd: files\ngroup: files ldap\n"));
+        assert!(!beyond("# passwd: ldap\npasswd:\tfiles # ldap\n"));
+        assert!(beyond("passwd:         files systemd\n"));
+        assert!(beyond("passwd: files [NOTFOUND=return] sss\n"));
+        assert!(beyond("passwd: compat\n"));
+        assert!(!beyond(""));
+    }
 
     #[test]
     fn a_passwd_line_names_the_home_of_its_uid_only() {
