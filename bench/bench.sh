@@ -25,14 +25,18 @@ if ! command -v hyperfine >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hyperfine >/dev/null
 fi
 
-cargo build --release --quiet
+built=$(bench/release-build.sh)
+case $built in
+  *musl*) export SBX_BENCH_KIND="sbx's release build (static, musl)" ;;
+  *) export SBX_BENCH_KIND="sbx's glibc build" ;;
+esac
 # Outside /tmp and outside the checkout: /tmp is writable inside the sandbox
 # and the checkout holds the binary (sbx warns when it lies in a writable root).
 work=${SBX_BENCH_DIR:-/var/tmp/sbx-bench}
 mkdir -p "$work/bin" "$work/out"
 # Copied and renamed into place: a watcher left by an earlier run (the
 # 100,000-file project starts one) may still execute the old copy.
-cp target/release/sbx "$work/bin/sbx.new" && mv -f "$work/bin/sbx.new" "$work/bin/sbx"
+cp "$built" "$work/bin/sbx.new" && mv -f "$work/bin/sbx.new" "$work/bin/sbx"
 sbx="$work/bin/sbx"
 export XDG_CACHE_HOME="$work/cache"
 # The watchers this benchmark's runs start (the big projects) end with it.

@@ -56,7 +56,11 @@ if ! command -v hyperfine >/dev/null 2>&1; then
 fi
 
 started=$SECONDS
-cargo build --release --quiet
+built=$(bench/release-build.sh)
+case $built in
+  *musl*) export SBX_BENCH_KIND="sbx's release build (static, musl)" ;;
+  *) export SBX_BENCH_KIND="sbx's glibc build" ;;
+esac
 # Outside /tmp and outside the checkout: /tmp is writable inside the sandbox
 # and the checkout holds the binary (sbx warns when it lies in a writable root).
 work=${SBX_BENCH_DIR:-/var/tmp/sbx-monorepo}
@@ -64,7 +68,7 @@ mkdir -p "$work/bin" "$work/out" "$work/config"
 rm -f "$work/out/"*
 # Copied and renamed into place: a watcher daemon left by an earlier run may
 # still execute the old copy.
-cp target/release/sbx "$work/bin/sbx.new" && mv -f "$work/bin/sbx.new" "$work/bin/sbx"
+cp "$built" "$work/bin/sbx.new" && mv -f "$work/bin/sbx.new" "$work/bin/sbx"
 sbx="$work/bin/sbx"
 # No user configuration: the same policy on every machine.
 export XDG_CONFIG_HOME="$work/config"
@@ -357,7 +361,8 @@ def n(x):
     return f"{int(x):,}"
 
 
-lines = [f"Measured {datetime.date.today().isoformat()} on {machine()}, by `bench/monorepo.sh` "
+kind = os.environ.get("SBX_BENCH_KIND", "sbx")
+lines = [f"Measured {datetime.date.today().isoformat()} on {machine()}, {kind}, by `bench/monorepo.sh` "
          f"({rounds} interleaved rounds of {runs} runs per command; medians; `sbx cached` and both "
          "bwrap argv strictly alternated, one of each in turn). "
          "Ratios: against the bwrap argv sbx runs in the empty repository / in that tree.", ""]

@@ -62,7 +62,8 @@ def machine():
 
 lines = []
 today = datetime.date.today().isoformat()
-lines.append(f"Measured {today} on {machine()}, by `bench/bench.sh` "
+kind = os.environ.get("SBX_BENCH_KIND", "sbx")
+lines.append(f"Measured {today} on {machine()}, {kind}, by `bench/bench.sh` "
              f"({rounds} interleaved rounds; medians; ratios against the group's baseline).")
 lines.append("")
 for group, title, baseline in GROUPS:
