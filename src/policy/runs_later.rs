@@ -502,7 +502,13 @@ fn repository_candidates(
         candidates.push(git.join("config"));
         candidates.push(git.join("remotes"));
         candidates.push(git.join("branches"));
-        layout.git_dirs.push(git.clone());
+        // A linked worktree's git directory (`.bare/worktrees/NAME`, which
+        // the walk finds like a bare repository): git takes its hooks and
+        // config from the common directory its `commondir` names (found
+        // too), so none is made here, only watched.
+        if lstat(&git.join("commondir")).is_none() {
+            layout.git_dirs.push(git.clone());
+        }
     }
     candidates.extend(git_entry_candidates(&git, layout));
     for config in repository_configs(&git) {

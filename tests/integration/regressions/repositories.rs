@@ -1432,14 +1432,9 @@ fn a_linked_git_file_and_a_common_directory_are_followed() {
     assert!(!config.contains("fsmonitor"), "{}", both(&out));
 }
 
-/// The common layout of a bare repository with worktrees beside it
-/// (`.bare`, and `main/.git` naming `.bare/worktrees/main`): sbx made an
-/// empty `config` and `hooks` in the worktree's git directory (fourth
-/// review); it makes nothing there now.
-#[test]
-fn nothing_is_made_in_a_worktrees_git_directory() {
-    require_sandbox!();
-    let world = World::new();
+/// A bare repository with worktrees beside it (`.bare`, `.git` naming it,
+/// and `main/.git` naming `.bare/worktrees/main`), as many set it up.
+fn bare_with_a_worktree(world: &World) -> PathBuf {
     let top = world.home.join("bp");
     std::fs::create_dir(&top).unwrap();
     util::git(&top, &["init", "-q", "--bare", ".bare"]);
@@ -1458,6 +1453,21 @@ fn nothing_is_made_in_a_worktrees_git_directory() {
             "main",
         ],
     );
+    top
+}
+
+/// sbx made an empty `config` and `hooks` in the worktree's git directory
+/// (fourth review of stop 33), as for `.git`, to mount them read-only; the
+/// walk had found that directory like a bare repository. Then, the run
+/// over, it took them for the command's, moved them aside and warned, on
+/// every run (the first version of this test looked only for `config` and
+/// `hooks`). git reads neither there (a worktree's come from the common
+/// directory): nothing is made now.
+#[test]
+fn nothing_is_made_in_a_worktrees_git_directory() {
+    require_sandbox!();
+    let world = World::new();
+    let top = bare_with_a_worktree(&world);
     let main = top.join("main");
     let out = sbx_sh(
         &world,
@@ -1467,14 +1477,49 @@ fn nothing_is_made_in_a_worktrees_git_directory() {
         &[],
     );
     assert_line(&out, "DONE");
-    // Reduced mode still makes an empty `config` there (older than this
-    // test; stop 33's note).
-    if util::contained() {
-        return;
-    }
+    let mut names: Vec<String> = std::fs::read_dir(top.join(".bare/worktrees/main"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["HEAD", "commondir", "gitdir", "index", "refs"],
+        "{}",
+        both(&out)
+    );
+    assert!(
+        !stderr(&out).contains("created or replaced"),
+        "{}",
+        both(&out)
+    );
+}
+
+/// With the whole layout writable (sbx started at its top), what the
+/// command makes in the worktree's git directory is still moved aside.
+#[test]
+fn a_config_planted_in_a_worktrees_git_directory_is_moved_aside() {
+    require_sandbox!();
+    let world = World::new();
+    let top = bare_with_a_worktree(&world);
+    let wt = top.join(".bare/worktrees/main");
+    let out = sbx_sh(
+        &world,
+        &top,
+        &[],
+        r#"printf '[core]\n\tfsmonitor = "touch PWNED"\n' > .bare/worktrees/main/config
+mkdir .bare/worktrees/main/hooks && echo 'touch PWNED' > .bare/worktrees/main/hooks/pre-commit
+echo PLANTED"#,
+        &[],
+    );
+    assert_line(&out, "PLANTED");
     for made in ["config", "hooks"] {
-        let path = top.join(".bare/worktrees/main").join(made);
-        assert!(!path.exists(), "{} made: {}", path.display(), both(&out));
+        assert!(!wt.join(made).exists(), "{made} left: {}", both(&out));
+        assert!(
+            wt.join(format!("{made}.sbx-blocked")).exists(),
+            "{made}: {}",
+            both(&out)
+        );
     }
 }
 
