@@ -606,12 +606,13 @@ fn gather_host(
     self_exe: Option<PathBuf>,
 ) -> Result<Host> {
     let cwd = std::env::current_dir().context("the working directory is not accessible")?;
+    let account = crate::account::home();
     let home = env
         .iter()
         .find(|(k, _)| k == "HOME")
         .map(|(_, v)| PathBuf::from(v))
         .filter(|h| h.is_absolute())
-        .or_else(home_from_passwd)
+        .or_else(|| account.home.clone())
         .context("cannot tell the home directory: set HOME to an absolute path")?;
     let var = |name: &str| {
         env.iter()
@@ -633,107 +634,16 @@ fn gather_host(
             .create(&cache_dir);
     }
     let env = run::host_env(env);
-    let account_home = home_from_passwd().filter(|h| h.is_absolute() && *h != home);
+    let account_home = account.home.filter(|h| h.is_absolute() && *h != home);
     Ok(Host {
         platform,
         cwd,
         home,
         account_home,
+        account_problem: account.problem,
         env,
         self_exe,
         cache_dir: Some(cache_dir),
         scan_env_files: platform == Platform::Linux,
     })
-}
-
-fn home_from_passwd() -> Option<PathBuf> {
-    let uid = nix::unistd::getuid();
-    match nix::unistd::User::from_uid(uid) {
-        Ok(Some(user)) => Some(user.dir),
-        // musl reads `/etc/passwd` (and nscd) only: an account from another
-        // name service (LDAP, sssd) is asked of the system's `getent`.
-        Ok(None) if cfg!(target_env = "musl") && other_name_services() => {
-            home_from_getent(uid.as_raw())
-        }
-        _ => None,
-    }
-}
-
-/// Whether `/etc/nsswitch.conf` lists a source of accounts besides the
-/// files musl has read (`passwd: files ldap`, `sss`, `systemd`).
-fn other_name_services() -> bool {
-    std::fs::read_to_string("/etc/nsswitch.conf")
-        .is_ok_and(|conf| passwd_sources_beyond_files(&conf))
-}
-
-/// [`other_name_services`] for the text of an `nsswitch.conf`.
-fn passwd_sources_beyond_files(conf: &str) -> bool {
-    conf.lines()
-        .map(|line| line.split('#').next().unwrap_or_default().trim())
-        .filter_map(|line| line.strip_prefix("passwd:"))
-        .flat_map(str::split_whitespace)
-        .any(|word| !word.starts_with('[') && word != "files")
-}
-
-/// The home directory `getent passwd UID` names (the system's C library,
-/// with every name service it is configured for).
-fn home_from_getent(uid: u32) -> Option<PathBuf> {
-    let getent = ["/usr/bin/getent", "/bin/getent"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).is_file())?;
-    let out = std::process::Command::new(getent)
-        .args(["passwd", &uid.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    passwd_home(&out.stdout, uid)
-}
-
-/// The home directory of a `passwd` line (`name:pw:uid:gid:gecos:home:shell`)
-/// for `uid`.
-fn passwd_home(line: &[u8], uid: u32) -> Option<PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let fields: Vec<&[u8]> = line.split(|&b| b == b':').collect();
-    let [_, _, id, _, _, home, _] = fields.as_slice() else {
-        return None;
-    };
-    (*id == uid.to_string().as_bytes() && !home.is_empty())
-        .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(home)))
-}
-
-#[cfg(test)]
-mod passwd_tests {
-    use super::passwd_home;
-    use std::path::PathBuf;
-
-    #[test]
-    fn other_name_services_are_read_from_the_passwd_line() {
-        let beyond = super::passwd_sources_beyond_files;
-        assert!(!beyond("passwd: files\ngroup: files ldap\n"));
-        assert!(!beyond("# passwd: ldap\npasswd:\tfiles # ldap\n"));
-        assert!(beyond("passwd:         files systemd\n"));
-        assert!(beyond("passwd: files [NOTFOUND=return] sss\n"));
-        assert!(beyond("passwd: compat\n"));
-        assert!(!beyond(""));
-    }
-
-    #[test]
-    fn a_passwd_line_names_the_home_of_its_uid_only() {
-        let home = |line: &[u8], uid| passwd_home(line, uid);
-        assert_eq!(
-            home(b"ann:x:1000:1000:Ann,,,:/home/ann:/bin/bash\n", 1000),
-            Some(PathBuf::from("/home/ann"))
-        );
-        assert_eq!(home(b"ann:*:1000:100::/h:\n", 1000), Some("/h".into()));
-        assert_eq!(home(b"ann:x:1000:1000::/home/ann:/bin/sh\n", 1001), None);
-        assert_eq!(home(b"ann:x:10000:1000::/home/ann:/bin/sh\n", 1000), None);
-        assert_eq!(home(b"ann:x:1000:1000::/home/ann\n", 1000), None);
-        assert_eq!(home(b"ann:x:1000:1000:::/bin/sh\n", 1000), None);
-        assert_eq!(home(b"", 1000), None);
-    }
 }

@@ -1,5 +1,6 @@
 //! sbx: run any command inside an OS-enforced sandbox.
 
+mod account;
 mod app;
 mod backend;
 mod banner;

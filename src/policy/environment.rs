@@ -334,6 +334,7 @@ mod tests {
             cwd: "/".into(),
             home: "/home/t".into(),
             account_home: None,
+            account_problem: None,
             env: vars
                 .iter()
                 .map(|(k, v)| (OsString::from(k), OsString::from(v)))

@@ -235,6 +235,9 @@ pub struct Host {
     /// names another (a wrapper that points `HOME` at a scratch directory,
     /// `su` without `-`): its credentials are hidden too.
     pub account_home: Option<PathBuf>,
+    /// Why the user database could not be asked for that home as the
+    /// system would (see `crate::account`): said on every run.
+    pub account_problem: Option<String>,
     /// The environment sbx was started with.
     pub env: Vec<(OsString, OsString)>,
     /// Real path of the running sbx executable.
@@ -356,6 +359,12 @@ fn resolve_now(host: &Host, flags: &PolicyArgs) -> Result<Policy> {
     let files = settings::ConfigFiles::find(&places, flags)?;
     let mut s = settings::Settings::merge(&files, &places, flags)?;
     let mut warnings = std::mem::take(&mut s.warnings);
+    if let Some(why) = &host.account_problem {
+        warnings.push(format!(
+            "{why}: the home directory of your account is unknown, and if HOME ({}) is not that home, the credentials there stay readable",
+            host.home.display()
+        ));
+    }
     let restricted = s.filesystem == FsSetting::Restricted;
     if s.unix_sockets == UnixSockets::Allow && host.platform == Platform::Linux {
         warnings.push(

@@ -102,6 +102,12 @@ impl World {
     /// profile forbids), with no capability, the host root read-only, the
     /// world and `/tmp` writable. sbx's own bubblewrap cannot start there.
     pub fn contained(&self, program: &Path) -> Command {
+        self.contained_with(program, &[])
+    }
+
+    /// [`World::contained`] with more bubblewrap arguments for the place
+    /// (`--ro-bind STAND-IN /etc/passwd`).
+    pub fn contained_with(&self, program: &Path, extra: &[&OsStr]) -> Command {
         // By its absolute path: a test may put another `bwrap` on PATH.
         let mut cmd = self.host_cmd("/usr/bin/bwrap");
         // --die-with-parent: killing the returned process (a test's stand-in
@@ -115,6 +121,7 @@ impl World {
             // No --chdir: bubblewrap keeps the working directory the
             // caller gives (the project, or another for a test).
             .args(["--bind", "/tmp", "/tmp", "--dev", "/dev", "--proc", "/proc"])
+            .args(extra)
             .arg("--")
             .arg(program);
         cmd

@@ -2,6 +2,7 @@
 //! out of the command's reach: Python's user site, rustup's env file.
 
 use super::*;
+use std::ffi::OsStr;
 
 /// A `.pth` file in Python's user site runs at every Python start on the
 /// host; the command could make the directory and plant one.
@@ -58,15 +59,17 @@ touch "$HOME/ok" && echo HOME-WRITABLE"#,
 /// while `HOME` stays the world's; `None` without nss_wrapper.
 ///
 /// A statically linked sbx (the musl release build) loads no preloaded
-/// library and reads `/etc/passwd` itself: it runs in a mount namespace of
-/// its own where that file is the stand-in (as root; elsewhere in a user
-/// namespace that maps this user to itself).
+/// library and reads `/etc/passwd` itself: it runs where that file lacks
+/// this user and `nsswitch.conf` names another source, so that it asks the
+/// system's `getent`, which loads nss_wrapper (`crate::account`); with
+/// `getent` false, there it cannot run (an empty file in its place).
 fn run_with_account_home(
     world: &World,
     account: &Path,
     dir: &Path,
     script: &str,
     args: &[&str],
+    getent: bool,
 ) -> Option<Output> {
     use std::os::unix::fs::MetadataExt;
     let wrapper = tool(&[
@@ -85,16 +88,50 @@ fn run_with_account_home(
     );
     util::write(&passwd, &line);
     util::write(&group, &format!("me:x:{}:\n", me.gid()));
-    let mut cmd = if util::statically_linked(&util::sbx_path()) && !util::contained() {
-        let mut cmd = world.host_cmd("unshare");
-        if !util::euid_is_root() {
-            cmd.args(["--user", "--map-current-user"]);
+    let mut cmd = if util::statically_linked(&util::sbx_path()) {
+        // The user database as musl reads it has no line for this user,
+        // and names another source: sbx asks getent, which nss_wrapper
+        // answers.
+        let local = world.root.join("passwd.local");
+        let others: String = std::fs::read_to_string("/etc/passwd")
+            .unwrap()
+            .lines()
+            .filter(|l| l.split(':').nth(2) != Some(&me.uid().to_string()))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        util::write(&local, &others);
+        let nsswitch = world.root.join("nsswitch.conf");
+        util::write(
+            &nsswitch,
+            "passwd: files sss\ngroup: files\nhosts: files dns\n",
+        );
+        let mut binds: Vec<&OsStr> = vec![
+            "--ro-bind".as_ref(),
+            local.as_os_str(),
+            "/etc/passwd".as_ref(),
+            "--ro-bind".as_ref(),
+            nsswitch.as_os_str(),
+            "/etc/nsswitch.conf".as_ref(),
+        ];
+        if !getent {
+            binds.extend::<[&OsStr; 3]>([
+                "--ro-bind".as_ref(),
+                "/dev/null".as_ref(),
+                "/usr/bin/getent".as_ref(),
+            ]);
         }
-        cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-            .arg(r#"mount --bind "$0" /etc/passwd && exec "$@""#)
-            .arg(&passwd)
-            .arg(util::sbx_path());
-        cmd
+        if util::contained() {
+            world.contained_with(&util::sbx_path(), &binds)
+        } else {
+            // A bubblewrap of the test's own, which binds those two and
+            // nothing else.
+            let mut cmd = world.host_cmd("/usr/bin/bwrap");
+            cmd.args(["--dev-bind", "/", "/"])
+                .args(&binds)
+                .arg("--")
+                .arg(util::sbx_path());
+            cmd
+        }
     } else {
         world.sbx_std()
     };
@@ -126,6 +163,7 @@ fn the_account_homes_credentials_are_hidden_when_home_is_elsewhere() {
         &world.project,
         "cat \"$1/.ssh/id_ed25519\" \"$1/.aws/credentials\" 2>&1; echo DONE",
         &[account.to_str().unwrap()],
+        true,
     ) else {
         return;
     };
@@ -151,6 +189,7 @@ fn a_dotfiles_repository_in_the_account_home_is_never_the_project() {
         &work,
         "echo 'touch PWNED' >> \"$1/.bashrc\" 2>&1; echo DONE",
         &[account.to_str().unwrap()],
+        true,
     ) else {
         return;
     };
@@ -161,4 +200,42 @@ fn a_dotfiles_repository_in_the_account_home_is_never_the_project() {
         "{}",
         both(&out)
     );
+}
+
+/// A static build that cannot ask `getent` (none, or it fails) where
+/// `nsswitch.conf` names other sources than `/etc/passwd` does not know the
+/// account's home, and says so on every run (found by the review of the
+/// musl build: it said nothing). A glibc build asks its C library, which
+/// answers here.
+#[test]
+fn an_account_home_that_cannot_be_asked_for_is_said() {
+    require_sandbox!();
+    let world = World::new();
+    let account = world.root.join("account home");
+    util::write(&account.join(".ssh/id_ed25519"), &format!("{SECRET}\n"));
+    let Some(out) = run_with_account_home(
+        &world,
+        &account,
+        &world.project,
+        "cat \"$1/.ssh/id_ed25519\" 2>&1; echo DONE",
+        &[account.to_str().unwrap()],
+        false,
+    ) else {
+        return;
+    };
+    assert_line(&out, "DONE");
+    if util::statically_linked(&util::sbx_path()) {
+        assert!(
+            stderr(&out).contains("the home directory of your account is unknown"),
+            "{}",
+            both(&out)
+        );
+    } else {
+        assert_no_secret(&out);
+        assert!(
+            !stderr(&out).contains("your account is unknown"),
+            "{}",
+            both(&out)
+        );
+    }
 }
