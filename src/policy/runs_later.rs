@@ -504,9 +504,12 @@ fn repository_candidates(
         candidates.push(git.join("branches"));
         // A linked worktree's git directory (`.bare/worktrees/NAME`, which
         // the walk finds like a bare repository): git takes its hooks and
-        // config from the common directory its `commondir` names (found
-        // too), so none is made here, only watched.
-        if lstat(&git.join("commondir")).is_none() {
+        // config from the common directory its `commondir` names (a
+        // candidate of its own, below), so none is made here, only
+        // watched. A `commondir` naming the directory itself changes
+        // nothing.
+        let common = crate::integrity::identity::common_dir_named(&git);
+        if common.is_none_or(|c| same_directory(&c, &git)) {
             layout.git_dirs.push(git.clone());
         }
     }
@@ -656,6 +659,11 @@ fn writable_git_dirs(writable: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
     out
 }
 
+/// Whether two paths name the same directory (a `commondir` of `.`).
+fn same_directory(a: &Path, b: &Path) -> bool {
+    matches!((real(a), real(b)), (Some(x), Some(y)) if x == y)
+}
+
 /// A directory git takes for a git directory (see
 /// [`crate::envscan::git_dir_like`]).
 pub(super) fn is_bare_repository(dir: &Path) -> bool {
@@ -711,6 +719,21 @@ fn git_entry_candidates(git: &Path, layout: &mut GitLayout) -> Vec<PathBuf> {
         // hooks; a normal repository has none, so it is watched. The
         // same files of linked worktrees live under .git/worktrees.
         candidates.push(git.join("commondir"));
+        // One there already: that directory's hooks and config are the
+        // ones git runs (found by review: a `.git` whose `commondir` named
+        // `../store` left store's hooks and config writable). Laid out as
+        // a git directory, it is one like `.git` (private config copy,
+        // missing hooks and config made).
+        if let Some(common) =
+            crate::integrity::identity::common_dir_named(git).filter(|c| !same_directory(c, git))
+        {
+            candidates.push(common.join("hooks"));
+            candidates.push(common.join("config"));
+            let inside_git = common.components().any(|c| c.as_os_str() == ".git");
+            if !inside_git && is_bare_repository(&common) {
+                layout.git_dirs.push(common);
+            }
+        }
         // The main worktree's own config, read when
         // `extensions.worktreeConfig` is set (sparse-checkout sets it).
         candidates.push(git.join("config.worktree"));
@@ -733,9 +756,8 @@ fn git_entry_candidates(git: &Path, layout: &mut GitLayout) -> Vec<PathBuf> {
 /// directory a linked worktree's `commondir` leads to. A relative
 /// `core.hooksPath` in any of them is the worktree's.
 fn repository_configs(git: &Path) -> Vec<PathBuf> {
-    let Some(dir) = crate::integrity::identity::gitdir_named(git) else {
-        return vec![git.join("config"), git.join("config.worktree")];
-    };
+    // A `.git` directory is its own git directory.
+    let dir = crate::integrity::identity::gitdir_named(git).unwrap_or_else(|| git.to_path_buf());
     let mut configs = vec![dir.join("config"), dir.join("config.worktree")];
     if let Some(common) = crate::integrity::identity::common_dir_named(&dir) {
         configs.push(common.join("config"));

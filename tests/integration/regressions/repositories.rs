@@ -1692,3 +1692,44 @@ chmod +x tools/hooks/pre-commit; echo DONE"#,
         Some(Path::new("../tools/hooks"))
     );
 }
+
+/// A `.git` directory with a `commondir` of its own sends git to another
+/// directory for its hooks and config (`sub/.git/commondir` naming
+/// `../../store`, which has no `HEAD`, so the walk does not take it for a
+/// repository). sbx read `commondir` only behind a `.git` file: store's
+/// hooks and config stayed writable, and the host's git ran what the
+/// command planted there (found by review, older than this test).
+#[test]
+fn the_common_directory_a_git_directory_names_is_protected() {
+    require_sandbox!();
+    let world = World::new();
+    world.git_repo();
+    let p = &world.project;
+    util::write(&p.join(".git/info/exclude"), "sub/\nstore/\n");
+    let sub = p.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    util::git(&sub, &["init", "-q"]);
+    util::write(&sub.join("b"), "b\n");
+    util::git(&sub, &["add", "b"]);
+    util::git(&sub, &["commit", "-q", "-m", "init"]);
+    let store = p.join("store");
+    std::fs::create_dir(&store).unwrap();
+    for name in ["objects", "refs", "config", "hooks"] {
+        std::fs::rename(sub.join(".git").join(name), store.join(name)).unwrap();
+    }
+    util::write(&sub.join(".git/commondir"), "../../store\n");
+    let out = sbx_sh(
+        &world,
+        p,
+        &[],
+        r#"git -C sub config core.fsmonitor "$1" && echo CONFIG-WRITTEN
+printf '#!/bin/sh\n%s\n' "$1" > store/hooks/pre-commit && chmod +x store/hooks/pre-commit && echo HOOK-WRITTEN
+echo DONE"#,
+        &[&planted(&world)],
+    );
+    assert_line(&out, "DONE");
+    assert_not_written(&out, &["CONFIG-WRITTEN", "HOOK-WRITTEN"]);
+    let config = std::fs::read_to_string(store.join("config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}\n{}", both(&out));
+    host_git(&world, &sub);
+}
