@@ -40,7 +40,7 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
     if let Some(inv) = cli::shell_invocation(&argv, is_the_shell) {
         return shell(inv, env, self_exe).map(|never| match never {});
     }
-    let parsed = match cli::quick_parse(&argv) {
+    let parsed = match cli::quick_parse(&argv).or_else(|| cli::stage_parse(&argv)) {
         Some(cmd) => Ok(Cli { cmd: Some(cmd) }),
         None => Cli::try_parse_from(&argv),
     };

@@ -423,6 +423,25 @@ pub fn quick_parse(argv: &[OsString]) -> Option<Cmd> {
     }
 }
 
+/// The command line of a sandbox's own stage (`__inner`, which bubblewrap
+/// starts at every run, and reduced mode's `__reduced`), read by clap with
+/// only that subcommand's options defined: building the definition of
+/// every subcommand first cost about 0.7 ms with the static build, on the
+/// sandbox's way up. sbx writes those command lines itself; anything else
+/// (and an error) is the whole parser's.
+pub fn stage_parse(argv: &[OsString]) -> Option<Cmd> {
+    fn parse<A: Args>(name: &'static str, argv: &[OsString]) -> Option<A> {
+        let cmd = A::augment_args(clap::Command::new(name).no_binary_name(true));
+        let matches = cmd.try_get_matches_from(argv).ok()?;
+        A::from_arg_matches(&matches).ok()
+    }
+    match argv.get(1)?.to_str()? {
+        "__inner" => parse::<InnerArgs>("__inner", argv.get(2..)?).map(Cmd::Inner),
+        "__reduced" => parse::<ReducedArgs>("__reduced", argv.get(2..)?).map(Cmd::Reduced),
+        _ => None,
+    }
+}
+
 /// How sbx was asked to behave as a shell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellInvocation {
@@ -495,6 +514,94 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Every `__inner` command line the golden bwrap argv hold, and
+    /// `__reduced` ones: the stage's own parser answers as the whole one;
+    /// what it cannot read (an error) is left to the whole parser.
+    #[test]
+    fn the_stage_parse_answers_as_clap_does() {
+        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        let mut shapes: Vec<Vec<OsString>> = Vec::new();
+        for entry in std::fs::read_dir(golden).unwrap() {
+            let path = entry.unwrap().path();
+            if !path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("bwrap-")
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let args: Vec<&str> = text
+                .lines()
+                .map(|l| l.trim().trim_end_matches('\\').trim_end())
+                .collect();
+            let at = args
+                .iter()
+                .position(|a| *a == "__inner")
+                .expect("an __inner stage");
+            let mut shape = vec![OsString::from("sbx")];
+            shape.extend(args[at..].iter().map(OsString::from));
+            shapes.push(shape);
+        }
+        assert!(shapes.len() >= 5, "{shapes:?}");
+        shapes.extend(
+            [
+                &["sbx", "__inner", "--", "-x", "--help"][..],
+                &[
+                    "sbx",
+                    "__inner",
+                    "--unix-sockets",
+                    "own",
+                    "--socket-dir",
+                    "/s",
+                    "--",
+                    "sh",
+                ],
+                &[
+                    "sbx",
+                    "__reduced",
+                    "--network",
+                    "deny",
+                    "--read",
+                    "/",
+                    "--write",
+                    "/p",
+                    "--",
+                    "true",
+                ],
+                &[
+                    "sbx",
+                    "__reduced",
+                    "--network",
+                    "allow",
+                    "--writes-unrestricted",
+                    "--limit",
+                    "nofile=9",
+                    "--",
+                    "-c",
+                ],
+            ]
+            .map(argv),
+        );
+        for shape in &shapes {
+            let stage = stage_parse(shape).unwrap_or_else(|| panic!("not read: {shape:?}"));
+            let clap = Cli::try_parse_from(shape).unwrap().cmd.unwrap();
+            assert_eq!(format!("{stage:?}"), format!("{clap:?}"), "{shape:?}");
+        }
+        for wrong in [
+            &["sbx", "__inner"][..],
+            &["sbx", "__inner", "--bogus", "--", "true"],
+            &["sbx", "__inner", "--pin", "/d", "--", "true"],
+            &["sbx", "__inner", "--unix-sockets", "maybe", "--", "true"],
+            &["sbx", "__reduced", "--", "true"],
+            &["sbx", "__inner", "--help"],
+            &["sbx", "run", "--", "true"],
+        ] {
+            assert!(stage_parse(&argv(wrong)).is_none(), "{wrong:?}");
+        }
     }
 
     #[test]
