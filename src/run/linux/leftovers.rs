@@ -11,6 +11,14 @@
 //! during the one before). Then every descendant gets SIGKILL, round after
 //! round, and is reaped.
 //!
+//! A process asleep in the kernel cannot stop there: a parent waiting for
+//! its `vfork` child to exec (dash runs every command that way) stays in
+//! that sleep as long as the child, stopped before its exec, does. Once
+//! told to stop, such a process counts as frozen: the stop is delivered
+//! before it runs again, and a fork it is inside fails while it is
+//! pending. The freezing rounds are bounded all the same (a few seconds),
+//! and the killing rounds always follow.
+//!
 //! Those still in sbx's own process group are never stopped: that group
 //! may hold the agent or shell that started sbx, and a group left with a
 //! stopped member when its last link to its session goes is sent SIGHUP by
@@ -22,8 +30,8 @@ use nix::unistd::Pid;
 
 /// Kill every descendant of this process and reap them; none in process
 /// group `spared` is ever stopped (see above). A process stuck in the kernel
-/// (uninterruptible sleep) can outlast both phases: after a minute it is
-/// left, and the caller goes on to the checks.
+/// for good (uninterruptible sleep) can outlast the killing rounds: after a
+/// minute it is left, and the caller goes on to the checks.
 pub fn kill_all(spared: u32) {
     use std::time::{Duration, Instant};
     // Most runs leave nothing: with no child at all, /proc is not scanned.
@@ -31,20 +39,24 @@ pub fn kill_all(spared: u32) {
         return;
     }
     let me = std::process::id();
-    let deadline = Instant::now() + Duration::from_secs(60);
     let pause = || std::thread::sleep(Duration::from_millis(1));
-    while Instant::now() < deadline {
+    let freezing = Instant::now() + Duration::from_secs(5);
+    let mut told: std::collections::HashSet<u32> = std::collections::HashSet::new();
+    while Instant::now() < freezing {
         let tree: Vec<Proc> = descendants(me, &processes())
             .into_iter()
             .filter(|p| p.group != spared)
             .collect();
-        if tree.iter().all(|p| !p.running) {
+        let frozen = |p: &Proc| !p.running || (p.in_kernel && told.contains(&p.pid));
+        if tree.iter().all(frozen) {
             break;
         }
         for p in &tree {
             let _ = kill(Pid::from_raw(p.pid as i32), Signal::SIGSTOP);
+            told.insert(p.pid);
         }
     }
+    let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         let tree = descendants(me, &processes());
         if tree.is_empty() {
@@ -77,6 +89,8 @@ struct Proc {
     group: u32,
     /// Neither stopped nor a zombie: it may still fork.
     running: bool,
+    /// Asleep in the kernel, where a stop waits (state `D`).
+    in_kernel: bool,
 }
 
 /// Every process of the machine.
@@ -105,6 +119,7 @@ fn parse_stat(pid: u32, stat: &str) -> Option<Proc> {
         parent,
         group,
         running: !matches!(state, "T" | "t" | "Z" | "X"),
+        in_kernel: state == "D",
     })
 }
 
@@ -141,6 +156,8 @@ mod tests {
         assert!(!parse_stat(3, "3 (x) T 1 3").unwrap().running);
         assert!(!parse_stat(3, "3 (x) Z 1 3").unwrap().running);
         assert!(parse_stat(3, "3 (x) R 1 3").unwrap().running);
+        assert!(parse_stat(3, "3 (x) D 1 3").unwrap().in_kernel);
+        assert!(!parse_stat(3, "3 (x) S 1 3").unwrap().in_kernel);
     }
 
     #[test]
@@ -150,6 +167,7 @@ mod tests {
             parent,
             group: 1,
             running: true,
+            in_kernel: false,
         };
         let all = [p(10, 1), p(11, 10), p(12, 11), p(13, 1), p(14, 12)];
         let mut got: Vec<u32> = descendants(10, &all).iter().map(|p| p.pid).collect();
