@@ -449,7 +449,6 @@ fn require_true_refuses_reduced_mode() {
 /// planted file never appears, even once the host lets it go ahead.
 #[test]
 fn a_leftover_dies_when_sbx_is_killed_with_its_group() {
-    use std::os::unix::process::CommandExt;
     require_landlock!();
     let world = World::new();
     world.git_repo();
@@ -458,15 +457,7 @@ fn a_leftover_dies_when_sbx_is_killed_with_its_group() {
         "setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; echo evil > .git/hooks/pre-commit; echo late > late; sleep {mark}' </dev/null >/dev/null 2>&1 &
          echo up > up; exec sleep {mark}"
     );
-    let mut cmd = Reduced.sbx_cmd(&world);
-    cmd.args(["run", "-q", "--", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
-    killed_with_its_group_then_let_go(&world, cmd, &mark);
-    assert!(!world.project.join("late").exists());
-    assert!(!world.project.join(".git/hooks/pre-commit").exists());
+    leftover_planted_nothing(&world, &["sh", "-c", &script], &mark);
 }
 
 /// The same with the leftover waiting for its `vfork` child, which loops
@@ -477,7 +468,6 @@ fn a_leftover_dies_when_sbx_is_killed_with_its_group() {
 /// when the keeper met a `sleep` between its vfork and its exec).
 #[test]
 fn a_leftover_waiting_for_its_vfork_child_dies_when_sbx_is_killed() {
-    use std::os::unix::process::CommandExt;
     require_landlock!();
     let world = World::new();
     world.git_repo();
@@ -494,13 +484,22 @@ if ctypes.CDLL(None).vfork() == 0:
         "setsid python3 -c \"$1\" {mark} </dev/null >/dev/null 2>&1 &
          while [ ! -e forked ]; do sleep 0.05; done; echo up > up; exec sleep {mark}"
     );
-    let mut cmd = Reduced.sbx_cmd(&world);
-    cmd.args(["run", "-q", "--", "sh", "-c", &script, "sh", code])
+    leftover_planted_nothing(&world, &["sh", "-c", &script, "sh", code], &mark);
+}
+
+/// `sbx run -q -- COMMAND` in a process group of its own, killed with it
+/// once the command is up (see [`killed_with_its_group_then_let_go`]);
+/// what its leftover would plant once let go never appears.
+fn leftover_planted_nothing(world: &World, command: &[&str], mark: &str) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Reduced.sbx_cmd(world);
+    cmd.args(["run", "-q", "--"])
+        .args(command)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
-    killed_with_its_group_then_let_go(&world, cmd, &mark);
+    killed_with_its_group_then_let_go(world, cmd, mark);
     assert!(!world.project.join("late").exists());
     assert!(!world.project.join(".git/hooks/pre-commit").exists());
 }
