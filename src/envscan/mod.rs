@@ -383,7 +383,7 @@ fn may_be_env(name: &[u8]) -> bool {
 /// symlink to, a regular file (wherever the target is: the real path is what
 /// must be masked).
 fn resolve(dir: &Path, name: &[u8], out: &mut Vec<PathBuf>) -> Resolved {
-    if !is_env_file_name(&String::from_utf8_lossy(name)) {
+    if !is_env_file_name(name) {
         return Resolved::Other;
     }
     let real = match real_file(&dir.join(OsStr::from_bytes(name))) {
@@ -546,8 +546,21 @@ impl LinkedTargets {
 /// `.env` files kept readable: committed templates.
 pub const ENV_TEMPLATES: &[&str] = &[".env.example", ".env.sample", ".env.template"];
 
-/// Whether a file name is a `.env` file whose reads are denied.
-pub fn is_env_file_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    (lower == ".env" || lower.starts_with(".env.")) && !ENV_TEMPLATES.contains(&lower.as_str())
+/// Whether a file name is a `.env` file whose reads are denied: `.env`
+/// or `.env.` followed by anything, in any case, except the templates.
+/// Byte by byte, so that a name that is not UTF-8 is judged like any
+/// other, and without the copy lower-casing would cost for each entry of
+/// the directories listed.
+pub fn is_env_file_name(name: &[u8]) -> bool {
+    may_be_env(name)
+        && (name.len() == 4 || name.get(4) == Some(&b'.'))
+        && !ENV_TEMPLATES
+            .iter()
+            .any(|t| t.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// The `.env` files directly in `dir` ([`is_env_file_name`]), by name;
+/// none when it cannot be listed.
+pub fn env_files_in(dir: &Path) -> Vec<std::ffi::OsString> {
+    walker::names_in(dir, is_env_file_name)
 }

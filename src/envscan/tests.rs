@@ -385,18 +385,31 @@ fn stable_hash() {
 
 #[test]
 fn env_file_names() {
-    for n in [".env", ".env.local", ".env.production", ".ENV"] {
-        assert!(is_env_file_name(n), "{n}");
+    for n in [
+        ".env",
+        ".env.local",
+        ".env.production",
+        ".ENV",
+        ".Env.Local",
+        ".env.",
+    ] {
+        assert!(is_env_file_name(n.as_bytes()), "{n}");
     }
+    // Not UTF-8: judged by its bytes like any other name.
+    assert!(is_env_file_name(b".env.\xff"));
+    assert!(!is_env_file_name(b".envx\xff"));
     for n in [
         ".envrc",
         ".env.example",
         ".env.sample",
         ".env.template",
+        ".ENV.Example",
         "env",
+        ".en",
+        "",
         ".environment",
     ] {
-        assert!(!is_env_file_name(n), "{n}");
+        assert!(!is_env_file_name(n.as_bytes()), "{n}");
     }
 }
 

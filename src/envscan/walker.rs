@@ -13,7 +13,7 @@
 //!   path instead (slower, same result).
 //! * Each worker collects what it found; [`super::scan`] merges and sorts.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -733,6 +733,27 @@ fn entries(fd: &Fd<'_>, _buf: &mut Vec<u8>, each: &mut dyn FnMut(&[u8], Option<b
         each(entry.file_name().to_bytes(), typed(entry.file_type()));
     }
     true
+}
+
+/// The names in the directory `dir` that `keep` accepts: none when it
+/// cannot be opened, those read before an error otherwise. Read like the walk's directories,
+/// without the allocation per entry that `std::fs::read_dir` makes: the
+/// directories above a project (a home, `/var/tmp`) are listed on every
+/// run and can hold hundreds of entries.
+pub(super) fn names_in(dir: &Path, keep: fn(&[u8]) -> bool) -> Vec<OsString> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::openat(rustix::fs::CWD, dir, flags, rustix::fs::Mode::empty()) else {
+        return Vec::new();
+    };
+    let fd = Fd { fd, counted: None };
+    let mut found = Vec::new();
+    let mut buf = Vec::new();
+    entries(&fd, &mut buf, &mut |name, _| {
+        if keep(name) {
+            found.push(OsStr::from_bytes(name).to_owned());
+        }
+    });
+    found
 }
 
 /// Whether a directory entry is a directory, when the file system says.

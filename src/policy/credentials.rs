@@ -9,7 +9,7 @@ use super::paths::{kind_of, real};
 use super::settings::Settings;
 use super::{Credential, Kind, Places, Platform};
 use crate::config::FsSetting;
-use crate::envscan::is_env_file_name;
+use crate::envscan::env_files_in;
 use crate::integrity::identity::Repositories;
 
 /// Credentials: the built-in list plus `deny_read`, at written and real path.
@@ -429,13 +429,10 @@ fn above(scan_root: &Path, home_real: &Path) -> Vec<PathBuf> {
         if dir == Path::new("/") {
             break;
         }
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let name = entry.file_name();
-            if name.to_str().is_some_and(is_env_file_name) {
-                if let Ok(real) = std::fs::canonicalize(entry.path()) {
-                    if real.is_file() && (real.starts_with(dir) || is_users_own_file(&real)) {
-                        found.push(real);
-                    }
+        for name in env_files_in(dir) {
+            if let Ok(real) = std::fs::canonicalize(dir.join(name)) {
+                if real.is_file() && (real.starts_with(dir) || is_users_own_file(&real)) {
+                    found.push(real);
                 }
             }
         }

@@ -281,6 +281,24 @@ fn env_file_above_the_project_is_masked() {
     assert!(stdout(&out).contains("done"), "{}", both(&out));
 }
 
+/// The same for names in any case and names that are not UTF-8: the
+/// listing of the directories above skipped those (the walk of the
+/// project never did).
+#[test]
+fn env_files_above_the_project_are_masked_whatever_their_names_spell() {
+    use std::os::unix::ffi::OsStrExt;
+    require_sandbox!();
+    let world = World::new();
+    let parent = world.project.parent().unwrap();
+    let odd = std::ffi::OsStr::from_bytes(b".env.\xff");
+    for name in [std::ffi::OsStr::new(".ENV.Local"), odd] {
+        util::write(&parent.join(name), &format!("TOKEN={}\n", util::SECRET));
+    }
+    let out = Sbx.run_sh(&world, "cat ../.ENV.Local ../.env.*; echo done");
+    assert_no_secret(&out);
+    assert!(stdout(&out).contains("done"), "{}", both(&out));
+}
+
 /// In a git repository the inner stage pins and masks after bubblewrap
 /// has entered the working directory: run from a subdirectory it pins,
 /// the command's working directory stayed on the mount below the pin, and
