@@ -423,12 +423,13 @@ pub fn quick_parse(argv: &[OsString]) -> Option<Cmd> {
     }
 }
 
-/// The command line of a sandbox's own stage (`__inner`, which bubblewrap
-/// starts at every run, and reduced mode's `__reduced`), read by clap with
-/// only that subcommand's options defined: building the definition of
-/// every subcommand first cost about 0.7 ms with the static build, on the
-/// sandbox's way up. sbx writes those command lines itself; anything else
-/// (and an error) is the whole parser's.
+/// The command line of `sbx run` with options, and of a sandbox's own
+/// stage (`__inner`, which bubblewrap starts at every run, and reduced
+/// mode's `__reduced`), read by clap with only that subcommand's options
+/// defined: building the definition of every subcommand first cost about
+/// 0.7 ms with the static build, at every command. Anything else, and any
+/// error or request for help, is the whole parser's, which says it as
+/// `sbx` would.
 pub fn stage_parse(argv: &[OsString]) -> Option<Cmd> {
     fn parse<A: Args>(name: &'static str, argv: &[OsString]) -> Option<A> {
         let cmd = A::augment_args(clap::Command::new(name).no_binary_name(true));
@@ -436,6 +437,7 @@ pub fn stage_parse(argv: &[OsString]) -> Option<Cmd> {
         A::from_arg_matches(&matches).ok()
     }
     match argv.get(1)?.to_str()? {
+        "run" => parse::<RunArgs>("run", argv.get(2..)?).map(Cmd::Run),
         "__inner" => parse::<InnerArgs>("__inner", argv.get(2..)?).map(Cmd::Inner),
         "__reduced" => parse::<ReducedArgs>("__reduced", argv.get(2..)?).map(Cmd::Reduced),
         _ => None,
@@ -586,6 +588,67 @@ mod tests {
             ]
             .map(argv),
         );
+        // `sbx run` with options, as people and agents type it.
+        shapes.extend(
+            [
+                &["sbx", "run", "--network", "deny", "--", "true"][..],
+                &["sbx", "run", "-q", "--read-only", "make", "-j4"],
+                &["sbx", "run", "--require", "--", "sh", "-c", "exit 3"],
+                &[
+                    "sbx",
+                    "run",
+                    "--require=reduced",
+                    "--backend",
+                    "reduced",
+                    "--",
+                    "id",
+                ],
+                &[
+                    "sbx",
+                    "run",
+                    "--allow-domain",
+                    "crates.io",
+                    "--allow-domain",
+                    "*.npmjs.org:443",
+                    "--writable",
+                    "/w",
+                    "--config",
+                    "/c.toml",
+                    "--project",
+                    "/p",
+                    "--unix-sockets",
+                    "deny",
+                    "--",
+                    "npm",
+                    "ci",
+                ],
+                &[
+                    "sbx",
+                    "run",
+                    "--max-processes",
+                    "9",
+                    "--max-open-files",
+                    "64",
+                    "--max-file-size",
+                    "1G",
+                    "--max-memory",
+                    "512M",
+                    "--cpu-time",
+                    "30",
+                    "--unsandboxed",
+                    "--",
+                    "cargo",
+                    "test",
+                    "--",
+                    "--nocapture",
+                ],
+                &["sbx", "run", "--", "--network", "deny"],
+                // `reduced` is the command: `--require` takes `=LEVEL` only.
+                &["sbx", "run", "--require", "reduced", "--", "true"],
+                &["sbx", "run", "echo", "--network", "-q"],
+            ]
+            .map(argv),
+        );
         for shape in &shapes {
             let stage = stage_parse(shape).unwrap_or_else(|| panic!("not read: {shape:?}"));
             let clap = Cli::try_parse_from(shape).unwrap().cmd.unwrap();
@@ -598,7 +661,14 @@ mod tests {
             &["sbx", "__inner", "--unix-sockets", "maybe", "--", "true"],
             &["sbx", "__reduced", "--", "true"],
             &["sbx", "__inner", "--help"],
-            &["sbx", "run", "--", "true"],
+            &["sbx", "run"],
+            &["sbx", "run", "--help"],
+            &["sbx", "run", "-h", "--", "true"],
+            &["sbx", "run", "--version"],
+            &["sbx", "run", "--network", "sometimes", "--", "true"],
+            &["sbx", "run", "--max-processes", "0", "--", "true"],
+            &["sbx", "run", "--bogus", "--", "true"],
+            &["sbx", "runs", "--", "true"],
         ] {
             assert!(stage_parse(&argv(wrong)).is_none(), "{wrong:?}");
         }
