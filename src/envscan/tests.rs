@@ -910,3 +910,40 @@ fn real_file_agrees_with_canonicalize() {
         }
     }
 }
+
+/// The walk's arena gives back each record as written, across chunks, with
+/// a record larger than a chunk among them, and none for a record that
+/// could not be written.
+#[test]
+fn the_arena_keeps_every_record_whole() {
+    use walker::{Arena, Src, CHUNK};
+    let mut arena = Arena::default();
+    let mut kept = Vec::new();
+    for i in 0..6000usize {
+        let len = if i == 3000 { CHUNK + 7 } else { 1 + i % 300 };
+        let record: Vec<u8> = (0..len).map(|k| (i + k) as u8).collect();
+        let src = arena
+            .add(|out| {
+                out.extend_from_slice(&record);
+                Some(())
+            })
+            .unwrap();
+        kept.push((src, record));
+    }
+    assert!(arena
+        .add(|out| {
+            out.extend_from_slice(b"half");
+            None
+        })
+        .is_none());
+    let mut chunks = std::collections::BTreeSet::new();
+    for (src, record) in &kept {
+        let Src::New(chunk, start, end) = *src else {
+            panic!("not a new record");
+        };
+        chunks.insert(chunk);
+        assert_eq!(arena.get(chunk, start, end), Some(&record[..]));
+    }
+    assert!(chunks.len() >= 4, "{chunks:?}");
+    assert_eq!(arena.get(u32::MAX, 0, 1), None);
+}
