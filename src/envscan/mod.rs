@@ -559,8 +559,8 @@ pub fn is_env_file_name(name: &[u8]) -> bool {
             .any(|t| t.as_bytes().eq_ignore_ascii_case(name))
 }
 
-/// The `.env` files directly in `dir` ([`is_env_file_name`]), by name;
-/// none when it cannot be listed.
+/// The `.env` files directly in `dir` ([`is_env_file_name`]), by name:
+/// none when it cannot be opened, those listed before an error otherwise.
 pub fn env_files_in(dir: &Path) -> Vec<std::ffi::OsString> {
     walker::names_in(dir, is_env_file_name)
 }
