@@ -12,6 +12,8 @@
 //! can be inspected). Syscalls of another ABI (x32, or a foreign architecture)
 //! are refused outright, so no alias of a blocked syscall slips through.
 
+mod fast_path;
+
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
@@ -343,13 +345,6 @@ fn abi_program() -> BpfProgram {
 
 /// Build the programs, in the order they are installed.
 pub fn programs(opts: Options) -> Result<Vec<BpfProgram>> {
-    let eperm = SeccompFilter::new(
-        eperm_rules(opts)?,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        ARCH,
-    )
-    .context("building the seccomp filter")?;
     let mut enosys_rules = BTreeMap::new();
     enosys_rules.insert(libc::SYS_clone3, vec![]);
     let enosys = SeccompFilter::new(
@@ -359,9 +354,30 @@ pub fn programs(opts: Options) -> Result<Vec<BpfProgram>> {
         ARCH,
     )
     .context("building the seccomp filter")?;
-    let eperm: BpfProgram = eperm.try_into().context("compiling the seccomp filter")?;
     let enosys: BpfProgram = enosys.try_into().context("compiling the seccomp filter")?;
+    let (chain, named) = eperm_chain(opts)?;
+    // A number that is not a syscall's would leave the chain as it is.
+    let eperm = match named {
+        Some(named) => fast_path::with_fast_allow(chain, &named),
+        None => chain,
+    };
     Ok(vec![abi_program(), enosys, eperm])
+}
+
+/// The `EPERM` filter as seccompiler compiles it, and the syscall numbers
+/// it names (in order), for [`fast_path`].
+fn eperm_chain(opts: Options) -> Result<(BpfProgram, Option<Vec<u32>>)> {
+    let rules = eperm_rules(opts)?;
+    let named = rules.keys().map(|&nr| u32::try_from(nr).ok()).collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )
+    .context("building the seccomp filter")?;
+    let chain = filter.try_into().context("compiling the seccomp filter")?;
+    Ok((chain, named))
 }
 
 /// What the `__filter` stage adds for the command to PID 1's filter:
