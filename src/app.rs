@@ -24,6 +24,9 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
     if let Some(Cmd::Guard { cache }) = cli::quick_parse(&argv) {
         return run::guard(&cache);
     }
+    // An inner stage whose bubblewrap was started ahead reads its
+    // arguments from a pipe.
+    let argv = run::inner_argv(argv)?;
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let self_exe = std::env::current_exe()
         .ok()
@@ -210,6 +213,9 @@ fn run_with(
     if inside {
         return run_inside(flags, &host, command, shell_mode);
     }
+    // Bubblewrap starts while the policy is resolved; killed on every way
+    // out of here that does not run it (errors included).
+    let _ahead = Ahead::start(&host, flags);
     let mut policy = policy::resolve(&host, flags)?;
     policy.command = full_command(&policy, command, shell_mode);
     for w in &policy.warnings {
@@ -233,6 +239,26 @@ fn run_with(
         return run_disabled(&policy, style, shell_command);
     }
     run_sandboxed(&policy, &host, style, shell_command)
+}
+
+/// The bubblewrap started ahead of the plan (see `run::start_ahead`), killed
+/// when dropped unless a plan took it.
+struct Ahead;
+
+impl Ahead {
+    fn start(host: &Host, flags: &PolicyArgs) -> Ahead {
+        // `--unsandboxed` asks on the terminal first, and runs no sandbox.
+        if let Some(sbx) = host.self_exe.as_deref().filter(|_| !flags.unsandboxed) {
+            run::start_ahead(sbx);
+        }
+        Ahead
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        run::abandon_ahead();
+    }
 }
 
 /// Inside an sbx sandbox already: the command runs in the sandbox it is in.

@@ -233,6 +233,8 @@ pub fn run_captured(plan: &Plan, limit: std::time::Duration) -> Result<(String, 
 
 /// Run a command as it is, without any sandbox.
 pub fn exec_unsandboxed(command: &[OsString]) -> Result<Infallible> {
+    // A bubblewrap started ahead would outlive the exec, waiting.
+    crate::run::abandon_ahead();
     // The command would inherit it as a child.
     #[cfg(target_os = "linux")]
     crate::envscan::watch::settle();

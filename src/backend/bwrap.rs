@@ -55,7 +55,7 @@ use crate::policy::{GitConfigWatch, Kind, Network, Policy, SystemPath};
 
 /// The descriptor on which the inner stage reports that the sandbox is up:
 /// high, so that a descriptor the caller passes down is unlikely to be there.
-const READY_FD: i32 = 100;
+pub const READY_FD: i32 = 100;
 
 /// The port the inner stage listens on inside the sandbox's own network
 /// namespace (nothing else is there) and relays to the proxy.
@@ -108,7 +108,7 @@ pub fn render(
     let inner_masks = copies.is_some() && policy.filesystem != FsSetting::ReadOnly;
     let (file_masks, masked) = credential_masks(&mut a, policy, &visible, inner_masks);
     environment(&mut a, policy, sbx, proxy, copies.is_some(), sockets);
-    inner_stage(
+    let inner_at = inner_stage(
         &mut a,
         policy,
         sbx,
@@ -124,6 +124,7 @@ pub fn render(
         create: to_create(policy),
         profile: None,
         ready_fd: Some(READY_FD),
+        inner_at: Some(inner_at),
         copies: copies.map(Path::to_path_buf),
         without_copies: copies.map(|_| {
             let sockets = PerRun {
@@ -338,6 +339,7 @@ fn environment(
 }
 
 /// Group 7: the inner stage with its options, then the command after `--`.
+/// Where bubblewrap's own `--` is.
 fn inner_stage(
     a: &mut Args,
     policy: &Policy,
@@ -345,7 +347,8 @@ fn inner_stage(
     proxy: Option<&Proxy>,
     per_run: PerRun,
     file_masks: &[PathBuf],
-) {
+) -> usize {
+    let at = a.args.len();
     a.flags(&["--"]);
     a.args.push(sbx.as_os_str().to_owned());
     a.flags(&["__inner"]);
@@ -401,6 +404,7 @@ fn inner_stage(
     }
     a.flags(&["--"]);
     a.args.extend(policy.command.iter().cloned());
+    at
 }
 
 /// Missing "runs later" paths the executor creates before the run.

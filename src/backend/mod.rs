@@ -46,6 +46,9 @@ pub struct Plan {
     /// The descriptor on which the inner stage reports that the sandbox is
     /// up (Linux), so a failure to start is told apart from the command's.
     pub ready_fd: Option<i32>,
+    /// Where in `args` bubblewrap's own `--` is, after which come `SBX
+    /// __inner` and the inner stage's arguments (bubblewrap plans).
+    pub inner_at: Option<usize>,
     /// The run's directory of private git config copies, made before the
     /// run (Linux; see `integrity::copies`).
     pub copies: Option<PathBuf>,

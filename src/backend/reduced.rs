@@ -106,6 +106,7 @@ pub fn render(policy: &Policy, sbx: &Path, proxy: Option<&Proxy>) -> Plan {
         create: Vec::new(),
         profile: None,
         ready_fd: Some(READY_FD),
+        inner_at: None,
         copies: None,
         without_copies: None,
         tmpdir: None,

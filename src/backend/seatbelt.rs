@@ -121,6 +121,7 @@ pub fn render(
         placeholder: None,
         create: Vec::new(),
         ready_fd: None,
+        inner_at: None,
         copies: None,
         without_copies: None,
         tmpdir: own.as_ref().map(|o| o.dir.to_path_buf()),

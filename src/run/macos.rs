@@ -97,6 +97,17 @@ fn remove_run_dir(dir: &Path, style: Style) {
     }
 }
 
+/// Nothing is started ahead on macOS: sandbox-exec starts fast.
+pub fn start_ahead(_sbx: &Path) {}
+
+/// Nothing was started ahead.
+pub fn abandon_ahead() {}
+
+/// There is no inner stage on macOS: the command line as it is.
+pub fn inner_argv(argv: Vec<OsString>) -> Result<Vec<OsString>> {
+    Ok(argv)
+}
+
 /// `sbx __inner`: the inner stage exists only on Linux.
 pub fn inner(_args: cli::InnerArgs) -> Result<ExitCode> {
     bail!("the inner stage exists only on Linux")

@@ -19,6 +19,9 @@
 //! - [`host_env`]: the environment as the policy sees it;
 //! - [`probe_not_started`]: why the sandbox of `sbx check` did not start;
 //! - [`memory_cap`]: how `max_memory` is enforced here, or why it is not;
+//! - [`start_ahead`], [`abandon_ahead`] and [`inner_argv`]: bubblewrap
+//!   started while the policy is resolved, killed when no plan takes it, and
+//!   the inner stage's arguments as it then reads them (Linux only);
 //! - [`sockets_stay`]: whether the command's own Unix sockets stay in their
 //!   directory here (macOS asks [`socket_probe`] once per build).
 //!
@@ -56,9 +59,9 @@ use crate::banner::{self, Style};
 use crate::policy::Policy;
 
 pub use platform::{
-    already_sandboxed, config_copies, filter, guard, host_env, inner, keep, landlock, memory_cap,
-    probe_not_started, recover_killed_runs, reduced_plan, reduced_stage, run_plan, run_reduced,
-    sockets_stay,
+    abandon_ahead, already_sandboxed, config_copies, filter, guard, host_env, inner, inner_argv,
+    keep, landlock, memory_cap, probe_not_started, recover_killed_runs, reduced_plan,
+    reduced_stage, run_plan, run_reduced, sockets_stay, start_ahead,
 };
 
 /// The sandbox cannot be enforced here: refuse with `require`, else run the

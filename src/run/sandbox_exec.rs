@@ -230,6 +230,7 @@ mod tests {
             create: Vec::new(),
             profile: None,
             ready_fd: None,
+            inner_at: None,
             copies: None,
             without_copies: None,
             tmpdir: None,

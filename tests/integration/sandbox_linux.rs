@@ -42,8 +42,8 @@ fn run_py(world: &World, code: &str, args: &[&str]) -> Output {
 /// How a host process's command line (arguments joined by spaces) is matched.
 #[derive(Clone, Copy)]
 enum Match<'a> {
-    /// The needle appears anywhere (bwrap's and the inner stage's command
-    /// lines contain the sandboxed command too).
+    /// The needle appears anywhere (where bubblewrap was not started ahead,
+    /// its command line and the inner stage's contain the command too).
     Contains(&'a str),
     /// The whole command line is the needle.
     Exact(&'a str),
@@ -54,6 +54,16 @@ enum Match<'a> {
 /// PIDs of host processes whose command line matches, read from `/proc` (so
 /// the suite does not depend on procps being installed).
 fn pgrep(m: Match) -> Vec<u32> {
+    pgrep_with(|cmdline| match m {
+        Match::Contains(n) => cmdline.contains(n),
+        Match::Exact(n) => cmdline == n,
+        Match::Both(a, b) => cmdline.contains(a) && cmdline.contains(b),
+    })
+}
+
+/// PIDs of host processes whose command line (arguments joined by spaces)
+/// `hit` accepts.
+fn pgrep_with(hit: impl Fn(&str) -> bool) -> Vec<u32> {
     let mut pids = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
@@ -65,16 +75,33 @@ fn pgrep(m: Match) -> Vec<u32> {
         let cmdline = String::from_utf8_lossy(&raw)
             .trim_end_matches('\0')
             .replace('\0', " ");
-        let hit = match m {
-            Match::Contains(n) => cmdline.contains(n),
-            Match::Exact(n) => cmdline == n,
-            Match::Both(a, b) => cmdline.contains(a) && cmdline.contains(b),
-        };
-        if hit {
+        if hit(&cmdline) {
             pids.push(pid);
         }
     }
     pids
+}
+
+/// The processes of the sandboxes started by the sbx at `sbx` (a world's
+/// own, see `World::own_sbx_std`): bubblewrap and the inner stage, named by
+/// that path whether or not their command lines hold the command
+/// (bubblewrap started ahead reads it from a pipe). Not its guardian, which
+/// outlives a killed sbx to make its checks, nor an `.env` watcher.
+fn sandbox_processes(sbx: &Path) -> Vec<u32> {
+    let sbx = sbx.to_str().unwrap();
+    pgrep_with(|c| c.contains(sbx) && !c.contains(" __guard ") && !c.contains(" __watch "))
+}
+
+/// Whether the process `pid` has a child.
+fn has_child(pid: u32) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read_to_string(e.path().join("stat"))
+            .ok()
+            // PID (COMM) STATE PPID ...: COMM may hold spaces and parentheses.
+            .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.to_string()))
+            .and_then(|rest| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+            == Some(pid)
+    })
 }
 
 /// Poll until `want(pids)` holds or `timeout` passes; the last PIDs.

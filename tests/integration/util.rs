@@ -97,6 +97,21 @@ impl World {
         self.host_cmd(sbx_path())
     }
 
+    /// [`World::sbx_std`], with this world's own link to sbx (a copy where
+    /// the file system refuses a link): its path, in the command lines of
+    /// the processes it starts (bubblewrap's, the inner stage's, the
+    /// guardian's), tells them from other tests'.
+    pub fn own_sbx_std(&self) -> Command {
+        let own = self.root.join("own-sbx");
+        if !own.exists() && std::fs::hard_link(sbx_path(), &own).is_err() {
+            std::fs::copy(sbx_path(), &own).unwrap();
+        }
+        if contained() {
+            return self.contained(&own);
+        }
+        self.host_cmd(own)
+    }
+
     /// `program` in a container-like place: an outer bubblewrap whose user
     /// namespace may not create another (as Docker's default seccomp
     /// profile forbids), with no capability, the host root read-only, the

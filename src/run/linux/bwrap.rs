@@ -54,6 +54,18 @@ pub struct Start<'a> {
 pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
     super::signals::forget_killed_by();
     let mut cmd = crate::exec::prepare(plan)?;
+    // The bubblewrap started ahead, once its ready pipe is known to the
+    // guardian; one that could not take the plan's arguments is killed
+    // (nothing ran) and the plan spawned as before.
+    if let Some(ahead) = super::ahead::take(plan, start.group.is_some()) {
+        if let Some(guardian) = start.guardian {
+            guardian.watch(ahead.ready())?;
+        }
+        match ahead.send(plan) {
+            Ok((child, ready_r)) => return after_spawn(child, ready_r, plan, start),
+            Err(ahead) => ahead.kill(),
+        }
+    }
     let ready_fd = plan.ready_fd.context("the plan has no ready descriptor")?;
     let ready_r = ready_pipe(ready_fd)?;
     if let Some(guardian) = start.guardian {
@@ -70,7 +82,17 @@ pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
     .with_context(|| format!("cannot execute {}", plan.program.display()));
     // Our copy of the write end must go, or the pipe never reports EOF.
     let _ = nix::unistd::close(ready_fd);
-    let child = child?;
+    after_spawn(child?, ready_r, plan, start)
+}
+
+/// Once bubblewrap is spawned, with the read end of its ready pipe: launch
+/// the guardian, route signals, wait, and say how the run ended.
+fn after_spawn(
+    child: std::process::Child,
+    ready_r: OwnedFd,
+    plan: &Plan,
+    start: &Start,
+) -> Result<Outcome> {
     if let Some(guardian) = start.guardian {
         guardian.launch(
             start
@@ -127,7 +149,7 @@ pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
 }
 
 /// Make the ready pipe, its write end on `ready_fd`; its read end.
-fn ready_pipe(ready_fd: i32) -> Result<OwnedFd> {
+pub(super) fn ready_pipe(ready_fd: i32) -> Result<OwnedFd> {
     let (r0, w0) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating a pipe")?;
     // Move both ends above the ready descriptor, then put the write end on it
     // (without close-on-exec, so bubblewrap and the inner stage inherit it).
@@ -349,6 +371,7 @@ fn minimal(plan: &Plan, sbx: &OsString) -> Plan {
         create: Vec::new(),
         profile: None,
         ready_fd: None,
+        inner_at: None,
         copies: None,
         without_copies: None,
         tmpdir: None,

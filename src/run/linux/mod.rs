@@ -3,6 +3,7 @@
 //! signalfd ([`signals`]); a sandbox that did not start is diagnosed
 //! ([`probe`]); and the checks after the run are [`crate::integrity`]'s.
 
+mod ahead;
 mod bwrap;
 mod cgroup;
 mod copies;
@@ -361,6 +362,7 @@ pub fn run_reduced(
     shell_command: bool,
     why: &str,
 ) -> Result<Infallible> {
+    ahead::abandon();
     reduced_run::run(policy, host, style, shell_command, why, "")
 }
 
@@ -372,6 +374,25 @@ pub fn reduced_plan(policy: &Policy, sbx: &Path, proxy: Option<&crate::backend::
 /// Reduced mode's Landlock here, when it has ABI 3 or newer.
 pub fn landlock() -> Option<crate::backend::reduced::Landlock> {
     reduced::probe()
+}
+
+/// Start bubblewrap ahead of the plan, with `sbx` as its inner stage
+/// (see [`ahead`]); a plan rendered later uses it if it can.
+pub fn start_ahead(sbx: &Path) {
+    ahead::start(sbx);
+}
+
+/// Kill the bubblewrap started ahead, if no plan took it: sbx goes on
+/// without it, or ends.
+pub fn abandon_ahead() {
+    ahead::abandon();
+}
+
+/// The command line of an inner stage started ahead (`sbx __inner
+/// --args-fd FD`) with the arguments it reads from `FD`; any other as it
+/// is.
+pub fn inner_argv(argv: Vec<OsString>) -> Result<Vec<OsString>> {
+    ahead::inner_argv(argv)
 }
 
 /// `sbx __inner`: the second stage, PID 1 of the sandbox.

@@ -204,7 +204,7 @@ fn killing_sbx_kills_the_whole_sandbox() {
     let duration = unique(1000);
     let needle = format!("sleep {duration}");
     let mut child = world
-        .sbx_std()
+        .own_sbx_std()
         .args([
             "run",
             "--",
@@ -218,17 +218,35 @@ fn killing_sbx_kills_the_whole_sandbox() {
         .spawn()
         .unwrap();
     // Wait until the command itself runs: both `sleep` processes (the exact
-    // command line, not bwrap's or the inner stage's, which contain it too).
+    // command line, not that of a bubblewrap or inner stage that holds it).
     let started = pgrep_until(Match::Exact(&needle), util::DEADLINE, |p| p.len() >= 2);
     assert_eq!(started.len(), 2, "the sandboxed sleeps never started");
     util::kill_sbx(&mut child); // SIGKILL
     child.wait().unwrap();
-    let left = pgrep_until(Match::Contains(&needle), util::DEADLINE, |p| p.is_empty());
+    let own = world.root.join("own-sbx");
+    let left = until_gone(|| {
+        let mut left = pgrep(Match::Contains(&needle));
+        left.extend(sandbox_processes(&own));
+        left
+    });
     kill_all(&left);
     assert!(
         left.is_empty(),
         "sandboxed processes outlived sbx: {left:?}"
     );
+}
+
+/// Poll `find` until it finds nothing, or the deadline passes: what it
+/// found last.
+fn until_gone(find: impl Fn() -> Vec<u32>) -> Vec<u32> {
+    let start = Instant::now();
+    loop {
+        let left = find();
+        if left.is_empty() || start.elapsed() > util::DEADLINE {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The same, with sbx killed while the sandbox is still being set up (an
@@ -241,12 +259,13 @@ fn killing_sbx_kills_the_whole_sandbox() {
 fn killing_sbx_during_setup_kills_the_sandbox() {
     require_sandbox!();
     let world = World::new();
+    let own = world.root.join("own-sbx");
     let mut needles = Vec::new();
     for i in 0..32u64 {
         let duration = unique(1001);
         needles.push(format!("sleep {duration}"));
         let mut child = world
-            .sbx_std()
+            .own_sbx_std()
             .args(["run", "--", "sleep", &duration])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -257,25 +276,31 @@ fn killing_sbx_during_setup_kills_the_sandbox() {
         // over moments of the setup on purpose, and whichever moment it
         // lands at (a busy machine shifts them all), nothing may survive.
         if i % 2 == 0 {
-            // Kill at staggered moments after the start: sbx's own start,
-            // bubblewrap's start, its clone, the inner stage's start.
+            // Kill at staggered moments after the start: sbx's own start
+            // (bubblewrap waiting for its arguments), bubblewrap's setup,
+            // the inner stage's start.
             std::thread::sleep(Duration::from_micros(500 + 500 * (i / 2 % 8)));
         } else {
-            // Kill once bubblewrap runs (or sbx has ended: nothing to kill
-            // then), at staggered moments of its setup.
+            // Kill once bubblewrap has its plan (it has made the sandbox's
+            // first process), or reduced mode's stage runs (or sbx has
+            // ended: nothing to kill then), at staggered moments after.
             let needle = needles.last().unwrap();
-            let start = Instant::now();
-            // Full mode's bubblewrap, or reduced mode's stage.
-            let stage = if util::contained() {
-                "__reduced"
-            } else {
-                "--as-pid-1"
+            let started = || {
+                if util::contained() {
+                    return !pgrep(Match::Both(needle, "__reduced")).is_empty();
+                }
+                pgrep_with(|c| {
+                    c.starts_with("/usr/bin/bwrap ") && c.contains(own.to_str().unwrap())
+                })
+                .into_iter()
+                .any(has_child)
             };
-            while pgrep(Match::Both(needle, stage)).is_empty()
+            let start = Instant::now();
+            while !started()
                 && child.try_wait().unwrap().is_none()
                 && start.elapsed() < util::DEADLINE
             {
-                std::thread::sleep(Duration::from_millis(5));
+                std::thread::sleep(Duration::from_millis(1));
             }
             std::thread::sleep(Duration::from_micros(250 * (i / 2 % 8)));
         }
@@ -283,17 +308,162 @@ fn killing_sbx_during_setup_kills_the_sandbox() {
         child.wait().unwrap();
     }
     // Every sandbox goes with its sbx: wait until none is left.
-    let start = Instant::now();
-    let left = loop {
-        let left: Vec<u32> = needles
+    let left = until_gone(|| {
+        let mut left: Vec<u32> = needles
             .iter()
             .flat_map(|n| pgrep(Match::Contains(n)))
             .collect();
-        if left.is_empty() || start.elapsed() > util::DEADLINE {
-            break left;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        left.extend(sandbox_processes(&own));
+        left
+    });
     kill_all(&left);
     assert!(left.is_empty(), "sandboxes outlived a killed sbx: {left:?}");
+}
+
+/// `sbx run ARGS` with the world's own sbx; its output once it has ended.
+fn own_run(world: &World, args: &[&str]) -> Output {
+    let out = world
+        .own_sbx_std()
+        .arg("run")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    crate::host::show(&format!("{args:?}"), &out);
+    out
+}
+
+/// What bubblewrap says when it was started ahead and never killed: sbx
+/// went away (or exec'd), its pipe ended, and it went on with no options.
+fn assert_no_stray_bubblewrap(world: &World, out: &Output) {
+    let err = stderr(out);
+    assert!(
+        !err.contains("bwrap:") && !err.contains("usage: "),
+        "a bubblewrap outlived its sbx:\n{}",
+        both(out)
+    );
+    let left = sandbox_processes(&world.root.join("own-sbx"));
+    kill_all(&left);
+    assert!(left.is_empty(), "processes of sbx left: {left:?}");
+}
+
+#[test]
+fn the_sandbox_runs_from_the_bubblewrap_started_ahead() {
+    require_sandbox!();
+    if util::contained() {
+        return; // reduced mode: no bubblewrap
+    }
+    let world = World::new();
+    let out = own_run(
+        &world,
+        &["--", "sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"],
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    let pid1 = stdout(&out);
+    assert!(
+        pid1.contains(" __inner --args-fd ") && !pid1.contains("--ready-fd"),
+        "PID 1 did not read its arguments from bubblewrap started ahead: {pid1}"
+    );
+    assert_no_stray_bubblewrap(&world, &out);
+}
+
+#[test]
+fn a_plan_for_another_bubblewrap_gets_its_own_and_the_one_started_ahead_is_killed() {
+    require_sandbox!();
+    if util::contained() {
+        return; // reduced mode: no bubblewrap
+    }
+    let world = World::new();
+    // Another path for the same program: the plan's bubblewrap is not the
+    // one started ahead (`/usr/bin/bwrap`).
+    let other = world.root.join("bin/bwrap");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::copy("/usr/bin/bwrap", &other).unwrap();
+    world.user_config(&format!("[sandbox]\nbwrap = \"{}\"\n", other.display()));
+    let out = own_run(
+        &world,
+        &[
+            "--",
+            "sh",
+            "-c",
+            "tr '\\0' ' ' < /proc/1/cmdline; echo; echo ran",
+        ],
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_line(&out, "ran");
+    let pid1 = stdout(&out);
+    assert!(
+        pid1.contains(" __inner ") && pid1.contains("--ready-fd") && !pid1.contains("--args-fd"),
+        "PID 1 was not started by the plan's own bubblewrap: {pid1}"
+    );
+    assert_no_stray_bubblewrap(&world, &out);
+}
+
+#[test]
+fn sbx_that_runs_no_sandbox_leaves_no_bubblewrap_behind() {
+    require_sandbox!();
+    let world = World::new();
+    let marker = world.root.join("ran");
+    let touch = format!("touch {}", shq_path(&marker));
+    for (config, args, status) in [
+        // Run as it is: sbx execs the command.
+        (
+            "[sandbox]\nenabled = false\n",
+            vec!["--", "sh", "-c", &touch],
+            0,
+        ),
+        // Reduced mode runs no bubblewrap.
+        (
+            "[sandbox]\nbackend = \"reduced\"\n",
+            vec!["--", "sh", "-c", &touch],
+            0,
+        ),
+        // An error before any plan: nothing runs.
+        (
+            "[sandbox]\nno_such_key = 1\n",
+            vec!["--", "sh", "-c", &touch],
+            125,
+        ),
+        ("", vec!["--", "no-such-command-sbx"], 127),
+    ] {
+        let _ = std::fs::remove_file(&marker);
+        world.user_config(config);
+        let out = own_run(&world, &args);
+        // Reduced mode may be refused where Landlock is too old: only its
+        // leftovers are judged then.
+        if !config.contains("reduced") || out.status.success() {
+            assert_eq!(out.status.code(), Some(status), "{config}\n{}", both(&out));
+            assert_eq!(marker.exists(), status == 0, "{config}\n{}", both(&out));
+        }
+        assert_no_stray_bubblewrap(&world, &out);
+    }
+}
+
+#[test]
+fn a_command_longer_than_a_pipe_reaches_the_sandbox_whole() {
+    require_sandbox!();
+    let world = World::new();
+    // About 200 KB of arguments: more than a pipe holds, so the inner
+    // stage's part is written while it reads.
+    let first = format!("{}END1", "x".repeat(99_996));
+    let second = format!("{}END2", "y".repeat(99_996));
+    let out = own_run(
+        &world,
+        &[
+            "--",
+            "sh",
+            "-c",
+            "printf '%s\\n' \"${#1}\" \"${1##*x}\" \"${#2}\" \"${2##*y}\"",
+            "sh",
+            &first,
+            &second,
+        ],
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    assert_eq!(
+        stdout(&out),
+        "100000\nEND1\n100000\nEND2\n",
+        "{}",
+        both(&out)
+    );
 }

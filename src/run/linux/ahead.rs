@@ -1,0 +1,355 @@
+//! Bubblewrap started ahead of its plan.
+//!
+//! Starting bubblewrap (the exec, the dynamic loader, libselinux and
+//! libcap) takes most of a millisecond, which sbx used to wait for after
+//! resolving its policy. So a sandboxed run starts
+//!
+//! ```text
+//! bwrap --args FD1 -- SBX __inner --args-fd FD2
+//! ```
+//!
+//! before resolving anything. bubblewrap reads its options from the first
+//! pipe (`--args`: NUL-separated, as if they were on its command line) and
+//! does nothing until that pipe is closed; the inner stage reads its own
+//! options and the command from the second. Once the plan is rendered, sbx
+//! writes the plan's arguments into them, unchanged: bubblewrap's before
+//! the plan's `--`, the inner stage's after `SBX __inner`. What runs is
+//! what `sbx profile --platform linux` prints, in two parts.
+//!
+//! The inner stage's part carries its length first, and the inner stage
+//! refuses a part that is not whole: if sbx dies while writing, no command
+//! runs with half its arguments. bubblewrap's part is written whole before
+//! the inner stage's is begun; a bubblewrap that ends up with half of its
+//! own runs an inner stage that never gets its part.
+//!
+//! A plan that does not match what was started (another bubblewrap,
+//! another sbx, an environment of its own, a memory limit whose cgroup the
+//! sandbox must be born in) gets a bubblewrap of its own, as before; the
+//! one started ahead is killed and reaped, and so it is on every way out of
+//! sbx that runs no sandbox.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::Mutex;
+
+use anyhow::{bail, Context, Result};
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+
+use crate::backend::bwrap::READY_FD;
+use crate::backend::Plan;
+
+/// The inner stage's option that names the pipe of its arguments.
+pub const ARGS_FD: &str = "--args-fd";
+
+/// A bubblewrap waiting for its arguments.
+pub struct Ahead {
+    child: Child,
+    /// The real path of the bubblewrap started.
+    program: PathBuf,
+    /// The sbx it runs as the inner stage.
+    sbx: PathBuf,
+    /// Write ends: bubblewrap's arguments, the inner stage's.
+    bwrap_args: OwnedFd,
+    inner_args: OwnedFd,
+    /// The read end of the ready pipe, whose write end it inherited.
+    ready: OwnedFd,
+}
+
+/// The one started by this sbx, until a plan takes it.
+static STARTED: Mutex<Option<Ahead>> = Mutex::new(None);
+
+/// Start `/usr/bin/bwrap` ahead, with `sbx` as its inner stage, and keep
+/// it for [`take`]. Nothing happens if that cannot be done: the plan's own
+/// bubblewrap is started later, as it always could be.
+pub fn start(sbx: &Path) {
+    let Ok(program) = std::fs::canonicalize(crate::exec::SYSTEM_BWRAP) else {
+        return;
+    };
+    let Ok(mut slot) = STARTED.lock() else {
+        return;
+    };
+    if slot.is_none() {
+        *slot = spawn(&program, sbx).ok();
+    }
+}
+
+fn spawn(program: &Path, sbx: &Path) -> Result<Ahead> {
+    let (bwrap_r, bwrap_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("creating a pipe")?;
+    let (inner_r, inner_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("creating a pipe")?;
+    // Copies bubblewrap inherits (not close-on-exec), closed here once it
+    // is spawned (or could not be), like the ready pipe's write end.
+    let mut inherited: Vec<RawFd> = Vec::new();
+    let started = (|| -> Result<(Child, OwnedFd)> {
+        for fd in [&bwrap_r, &inner_r] {
+            inherited
+                .push(fcntl(fd.as_raw_fd(), FcntlArg::F_DUPFD(3)).context("copying a descriptor")?);
+        }
+        let ready = super::bwrap::ready_pipe(READY_FD)?;
+        inherited.push(READY_FD);
+        let child = std::process::Command::new(program)
+            .arg("--args")
+            .arg(inherited[0].to_string())
+            .arg("--")
+            .arg(sbx)
+            .arg("__inner")
+            .arg(ARGS_FD)
+            .arg(inherited[1].to_string())
+            .spawn()
+            .context("starting bubblewrap")?;
+        Ok((child, ready))
+    })();
+    for fd in inherited {
+        let _ = nix::unistd::close(fd);
+    }
+    let (child, ready) = started?;
+    Ok(Ahead {
+        child,
+        program: program.to_path_buf(),
+        sbx: sbx.to_path_buf(),
+        bwrap_args: bwrap_w,
+        inner_args: inner_w,
+        ready,
+    })
+}
+
+/// The bubblewrap started ahead, if `plan` can use it (`in_group`: the plan
+/// runs in a cgroup of its own, which the sandbox must be born in). One
+/// that cannot serve is killed.
+pub fn take(plan: &Plan, in_group: bool) -> Option<Ahead> {
+    let ahead = STARTED.lock().ok()?.take()?;
+    let fits = !in_group
+        && plan.env.is_none()
+        && plan.ready_fd == Some(READY_FD)
+        && plan.program == ahead.program
+        && inner_at(plan).is_some_and(|at| plan.args[at + 1] == ahead.sbx.as_os_str());
+    if fits {
+        Some(ahead)
+    } else {
+        ahead.kill();
+        None
+    }
+}
+
+/// Kill the bubblewrap started ahead, if no plan took it. Called wherever
+/// sbx goes on without a sandbox, or ends.
+pub fn abandon() {
+    let ahead = STARTED.lock().ok().and_then(|mut slot| slot.take());
+    if let Some(ahead) = ahead {
+        ahead.kill();
+    }
+}
+
+/// Where the plan's `--` before `SBX __inner` is: bubblewrap's options end
+/// there. The renderer puts `SBX __inner` right after bubblewrap's own
+/// `--`, which is the first `--` that is not an option's value.
+fn inner_at(plan: &Plan) -> Option<usize> {
+    let at = plan.inner_at?;
+    (plan.args.get(at)? == "--" && plan.args.get(at + 2)? == "__inner").then_some(at)
+}
+
+impl Ahead {
+    /// The read end of the ready pipe.
+    pub fn ready(&self) -> &OwnedFd {
+        &self.ready
+    }
+
+    /// Hand over `plan`'s arguments: the running bubblewrap and the read end
+    /// of its ready pipe. `Err` with the plan untouched when bubblewrap
+    /// could not take its part (it is killed: nothing ran, and the plan can
+    /// be spawned anew).
+    pub fn send(self, plan: &Plan) -> Result<(Child, OwnedFd), Ahead> {
+        let Some(at) = inner_at(plan) else {
+            return Err(self);
+        };
+        let bwrap_part: Vec<u8> = plan.args[..at]
+            .iter()
+            .flat_map(|a| a.as_bytes().iter().copied().chain([0]))
+            .collect();
+        if write_all(&self.bwrap_args, &bwrap_part).is_err() {
+            return Err(self);
+        }
+        let Ahead {
+            child,
+            bwrap_args,
+            inner_args,
+            ready,
+            ..
+        } = self;
+        // bubblewrap reads its part to the end, then sets the sandbox up.
+        drop(bwrap_args);
+        // Written whole, as the inner stage reads it once bubblewrap has
+        // set the sandbox up (a part larger than the pipe holds waits for
+        // that). A failure leaves the inner stage a part that is not whole,
+        // which it refuses: the run is then reported as not started.
+        let _ = write_all(&inner_args, &encode(&plan.args[at + 3..]));
+        drop(inner_args);
+        Ok((child, ready))
+    }
+
+    /// Kill and reap it (nothing ran in it).
+    pub fn kill(mut self) {
+        // Killed before its pipes close: it must not take their end for an
+        // empty set of options.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> nix::Result<()> {
+    while !bytes.is_empty() {
+        match nix::unistd::write(fd, bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The inner stage's part: its length (8 bytes, little-endian), then each
+/// argument followed by a NUL byte.
+pub fn encode(args: &[OsString]) -> Vec<u8> {
+    let body: Vec<u8> = args
+        .iter()
+        .flat_map(|a| a.as_bytes().iter().copied().chain([0]))
+        .collect();
+    let mut out = (body.len() as u64).to_le_bytes().to_vec();
+    out.extend(body);
+    out
+}
+
+/// The arguments in a part [`encode`] made; an error for anything else,
+/// a part cut short included.
+pub fn decode(part: &[u8]) -> Result<Vec<OsString>> {
+    let Some((len, body)) = part.split_first_chunk::<8>() else {
+        bail!(
+            "the inner stage's arguments were cut short ({} bytes)",
+            part.len()
+        );
+    };
+    let len = u64::from_le_bytes(*len);
+    if u64::try_from(body.len()).ok() != Some(len) {
+        bail!(
+            "the inner stage's arguments were cut short ({} of {len} bytes)",
+            body.len()
+        );
+    }
+    let Some(body) = body.strip_suffix(&[0]) else {
+        if body.is_empty() {
+            return Ok(Vec::new());
+        }
+        bail!("the inner stage's arguments do not end with a NUL byte");
+    };
+    Ok(body
+        .split(|&b| b == 0)
+        .map(|a| OsString::from_vec(a.to_vec()))
+        .collect())
+}
+
+/// `sbx __inner --args-fd FD`, as bubblewrap started ahead runs it: the
+/// inner stage's command line with the arguments read from `FD`. Any
+/// other command line as it is.
+pub fn inner_argv(argv: Vec<OsString>) -> Result<Vec<OsString>> {
+    let [sbx, inner, flag, fd] = argv.as_slice() else {
+        return Ok(argv);
+    };
+    if inner != "__inner" || flag != ARGS_FD {
+        return Ok(argv);
+    }
+    let fd: RawFd = fd
+        .to_str()
+        .and_then(|f| f.parse().ok())
+        .with_context(|| format!("{ARGS_FD}: not a descriptor: {}", fd.to_string_lossy()))?;
+    let mut part = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => part.extend_from_slice(&buf[..n]),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => bail!("reading the inner stage's arguments: {e}"),
+        }
+    }
+    let _ = nix::unistd::close(fd);
+    let mut full = vec![sbx.clone(), inner.clone()];
+    full.extend(decode(&part)?);
+    Ok(full)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&[u8]]) -> Vec<OsString> {
+        list.iter()
+            .map(|a| OsString::from_vec(a.to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn every_part_decodes_to_what_was_encoded() {
+        for list in [
+            args(&[]),
+            args(&[b""]),
+            args(&[b"", b""]),
+            args(&[b"--ready-fd", b"100", b"--", b"sh", b"-c", b"echo 'a b'"]),
+            args(&[b"\xff\xfe", b"", b"x\ny", b"--"]),
+        ] {
+            assert_eq!(decode(&encode(&list)).unwrap(), list);
+        }
+    }
+
+    #[test]
+    fn a_part_cut_short_is_refused_wherever_it_was_cut() {
+        let part = encode(&args(&[b"--", b"rm", b"-rf", b"/tmp/x", b"--dry-run"]));
+        for cut in 0..part.len() {
+            assert!(decode(&part[..cut]).is_err(), "cut at {cut} accepted");
+        }
+        let mut longer = part.clone();
+        longer.push(b'x');
+        assert!(decode(&longer).is_err());
+    }
+
+    #[test]
+    fn a_part_whose_length_is_right_but_not_ended_is_refused() {
+        let mut part = 3u64.to_le_bytes().to_vec();
+        part.extend(b"abc");
+        assert!(decode(&part).is_err());
+    }
+
+    #[test]
+    fn the_inner_stage_reads_its_part_from_the_pipe_and_refuses_one_cut_short() {
+        use std::os::fd::IntoRawFd;
+        let whole = encode(&args(&[b"--ready-fd", b"100", b"--", b"true"]));
+        let cut = whole[..whole.len() - 1].to_vec();
+        for (part, whole) in [(whole, true), (cut, false)] {
+            let (r, w) = nix::unistd::pipe().unwrap();
+            write_all(&w, &part).unwrap();
+            drop(w);
+            let fd = r.into_raw_fd().to_string();
+            let argv = args(&[b"sbx", b"__inner", b"--args-fd", fd.as_bytes()]);
+            match inner_argv(argv) {
+                Ok(got) => {
+                    assert!(whole);
+                    let want = args(&[b"sbx", b"__inner", b"--ready-fd", b"100", b"--", b"true"]);
+                    assert_eq!(got, want);
+                }
+                Err(e) => assert!(!whole && e.to_string().contains("cut short"), "{e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn other_command_lines_are_left_as_they_are() {
+        for argv in [
+            args(&[b"sbx", b"__inner", b"--ready-fd", b"100", b"--", b"true"]),
+            args(&[b"sbx", b"run", b"--args-fd", b"3"]),
+            args(&[b"sbx", b"__inner", b"--ready-fd", b"3"]),
+        ] {
+            assert_eq!(inner_argv(argv.clone()).unwrap(), argv);
+        }
+    }
+}
