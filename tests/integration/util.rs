@@ -232,7 +232,10 @@ fn sbx_under(wrapper: u32) -> Option<u32> {
             .ok()?;
         let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
         let mut args = cmdline.split(|&b| b == 0);
-        let is_sbx = args.next() == Some(sbx.as_os_str().as_encoded_bytes())
+        // sbx, or a world's own link to it (`World::own_sbx_std`).
+        let is_sbx = args
+            .next()
+            .is_some_and(|a| a == sbx.as_os_str().as_encoded_bytes() || a.ends_with(b"/own-sbx"))
             && args.next() == Some(b"run".as_slice());
         (parent == wrapper && is_sbx).then_some(pid)
     })
