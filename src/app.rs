@@ -60,8 +60,13 @@ pub fn run(argv: Vec<OsString>) -> Result<ExitCode> {
             let _ = Cli::command().print_help();
             Ok(ExitCode::SUCCESS)
         }
-        Some(Cmd::Run(args)) => run_command(&args.policy, args.command, env, self_exe, false)
-            .map(|never| match never {}),
+        Some(Cmd::Run(args)) => {
+            if let Some(level) = cli::level_read_as_command(&argv, &args.command) {
+                bail!("`--require {level}` runs a command named {level}: write --require={level} (or `--require -- {level}` for such a command); nothing was run");
+            }
+            run_command(&args.policy, args.command, env, self_exe, false)
+                .map(|never| match never {})
+        }
         Some(Cmd::Profile(args)) => profile(args, env, self_exe),
         Some(Cmd::Check(args)) => check(&args.policy, args.format, env, self_exe),
         Some(Cmd::Completions { shell }) => {

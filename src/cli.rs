@@ -423,6 +423,17 @@ pub fn quick_parse(argv: &[OsString]) -> Option<Cmd> {
     }
 }
 
+/// `--require LEVEL` with a space: `--require` takes its level after `=`
+/// only (so that `--require -- CMD` needs none), and LEVEL was read as the
+/// command. The level, when `argv` has that shape right before `command`.
+pub fn level_read_as_command(argv: &[OsString], command: &[OsString]) -> Option<String> {
+    let first = command.first()?;
+    let level = ["full", "reduced"].into_iter().find(|l| first == l)?;
+    argv.windows(2)
+        .any(|w| w[0] == "--require" && w[1] == *first)
+        .then(|| level.to_string())
+}
+
 /// The command line of `sbx run` with options, and of a sandbox's own
 /// stage (`__inner`, which bubblewrap starts at every run, and reduced
 /// mode's `__reduced`), read by clap with only that subcommand's options
@@ -511,6 +522,42 @@ mod tests {
 
     fn argv(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_level_after_a_space_is_told_from_a_command_named_so() {
+        let argv = |a: &[&str]| -> Vec<OsString> { a.iter().map(OsString::from).collect() };
+        let cases: [(&[&str], &[&str], Option<&str>); 5] = [
+            (
+                &["sbx", "run", "--require", "reduced", "--", "true"],
+                &["reduced", "--", "true"],
+                Some("reduced"),
+            ),
+            (
+                &["sbx", "run", "--require", "full", "make"],
+                &["full", "make"],
+                Some("full"),
+            ),
+            // A command named so, after `--`.
+            (
+                &["sbx", "run", "--require", "--", "reduced"],
+                &["reduced"],
+                None,
+            ),
+            (
+                &["sbx", "run", "--require=full", "--", "reduced"],
+                &["reduced"],
+                None,
+            ),
+            (&["sbx", "run", "--require", "make"], &["make"], None),
+        ];
+        for (line, command, level) in cases {
+            assert_eq!(
+                level_read_as_command(&argv(line), &argv(command)).as_deref(),
+                level,
+                "{line:?}"
+            );
+        }
     }
 
     #[test]

@@ -113,6 +113,36 @@ fn unknown_flag_of_run_before_the_separator_is_a_usage_error() {
     assert!(!marker.exists(), "the command ran");
 }
 
+/// `--require` takes its level after `=` only; written with a space, the
+/// level would be the command. sbx refuses that shape instead of running
+/// whatever is called `reduced` on PATH, and says how to write either.
+#[test]
+fn a_require_level_after_a_space_is_refused_not_run_as_a_command() {
+    let world = World::new();
+    let marker = world.project.join("MARKER");
+    let bin = world.root.join("bin");
+    write(
+        &bin.join("reduced"),
+        &format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    );
+    std::fs::set_permissions(
+        bin.join("reduced"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    world
+        .sbx()
+        .env("PATH", &path)
+        .args(["run", "--require", "reduced", "--", "true"])
+        .timeout(DEADLINE)
+        .assert()
+        .code(125)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("--require=reduced"));
+    assert!(!marker.exists(), "the command named reduced ran");
+}
+
 #[test]
 fn unknown_subcommand_exits_125_with_message_on_stderr_only() {
     let world = World::new();
