@@ -22,6 +22,11 @@
 //! the inner stage's is begun; a bubblewrap that ends up with half of its
 //! own runs an inner stage that never gets its part.
 //!
+//! Until it has its arguments, bubblewrap dies with sbx (the parent-death
+//! signal, set between its fork and its exec): a killed sbx would leave it
+//! an empty pipe, and it would go on with no options, to fail on the
+//! user's terminal. Its arguments then say `--die-with-parent` anyway.
+//!
 //! A plan that does not match what was started (another bubblewrap,
 //! another sbx, an environment of its own, a memory limit whose cgroup the
 //! sandbox must be born in) gets a bubblewrap of its own, as before; the
@@ -44,18 +49,21 @@ use crate::backend::Plan;
 /// The inner stage's option that names the pipe of its arguments.
 pub const ARGS_FD: &str = "--args-fd";
 
-/// A bubblewrap waiting for its arguments.
+/// A bubblewrap waiting for its arguments; killed and reaped when dropped
+/// before [`Ahead::send`] handed it over.
 pub struct Ahead {
-    child: Child,
+    /// Until handed over.
+    child: Option<Child>,
     /// The real path of the bubblewrap started.
     program: PathBuf,
     /// The sbx it runs as the inner stage.
     sbx: PathBuf,
-    /// Write ends: bubblewrap's arguments, the inner stage's.
-    bwrap_args: OwnedFd,
-    inner_args: OwnedFd,
+    /// Write ends: bubblewrap's arguments, the inner stage's (until
+    /// written and closed).
+    bwrap_args: Option<OwnedFd>,
+    inner_args: Option<OwnedFd>,
     /// The read end of the ready pipe, whose write end it inherited.
-    ready: OwnedFd,
+    ready: Option<OwnedFd>,
 }
 
 /// The one started by this sbx, until a plan takes it.
@@ -89,7 +97,28 @@ fn spawn(program: &Path, sbx: &Path) -> Result<Ahead> {
         }
         let ready = super::bwrap::ready_pipe(READY_FD)?;
         inherited.push(READY_FD);
-        let child = std::process::Command::new(program)
+        let mut cmd = std::process::Command::new(program);
+        // It dies with sbx until it has its arguments (they say
+        // `--die-with-parent` from then on): a killed sbx would otherwise
+        // leave it an empty pipe, and it would go on with no options at
+        // all, to fail on the user's terminal.
+        let parent = nix::unistd::getpid();
+        // SAFETY: the closure runs in the forked child, where only
+        // async-signal-safe work is allowed: two system calls (prctl,
+        // getppid), no allocation, no lock.
+        #[allow(unsafe_code)]
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+                // sbx died before the line above: nothing would kill it.
+                if nix::unistd::getppid() != parent {
+                    return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
             .arg("--args")
             .arg(inherited[0].to_string())
             .arg("--")
@@ -106,12 +135,12 @@ fn spawn(program: &Path, sbx: &Path) -> Result<Ahead> {
     }
     let (child, ready) = started?;
     Ok(Ahead {
-        child,
+        child: Some(child),
         program: program.to_path_buf(),
         sbx: sbx.to_path_buf(),
-        bwrap_args: bwrap_w,
-        inner_args: inner_w,
-        ready,
+        bwrap_args: Some(bwrap_w),
+        inner_args: Some(inner_w),
+        ready: Some(ready),
     })
 }
 
@@ -125,21 +154,14 @@ pub fn take(plan: &Plan, in_group: bool) -> Option<Ahead> {
         && plan.ready_fd == Some(READY_FD)
         && plan.program == ahead.program
         && inner_at(plan).is_some_and(|at| plan.args[at + 1] == ahead.sbx.as_os_str());
-    if fits {
-        Some(ahead)
-    } else {
-        ahead.kill();
-        None
-    }
+    // One that cannot serve is dropped: killed.
+    fits.then_some(ahead)
 }
 
 /// Kill the bubblewrap started ahead, if no plan took it. Called wherever
 /// sbx goes on without a sandbox, or ends.
 pub fn abandon() {
-    let ahead = STARTED.lock().ok().and_then(|mut slot| slot.take());
-    if let Some(ahead) = ahead {
-        ahead.kill();
-    }
+    drop(STARTED.lock().ok().and_then(|mut slot| slot.take()));
 }
 
 /// Where the plan's `--` before `SBX __inner` is: bubblewrap's options end
@@ -152,32 +174,33 @@ fn inner_at(plan: &Plan) -> Option<usize> {
 
 impl Ahead {
     /// The read end of the ready pipe.
-    pub fn ready(&self) -> &OwnedFd {
-        &self.ready
+    pub fn ready(&self) -> Option<&OwnedFd> {
+        self.ready.as_ref()
     }
 
     /// Hand over `plan`'s arguments: the running bubblewrap and the read end
-    /// of its ready pipe. `Err` with the plan untouched when bubblewrap
-    /// could not take its part (it is killed: nothing ran, and the plan can
-    /// be spawned anew).
-    pub fn send(self, plan: &Plan) -> Result<(Child, OwnedFd), Ahead> {
-        let Some(at) = inner_at(plan) else {
-            return Err(self);
-        };
+    /// of its ready pipe. `None` when bubblewrap could not take its part:
+    /// it is killed (nothing ran), and the plan can be spawned anew.
+    pub fn send(mut self, plan: &Plan) -> Option<(Child, OwnedFd)> {
+        let at = inner_at(plan)?;
+        // A NUL byte would end one argument and start another: a spawned
+        // plan refuses it, and so does this one (it is then spawned, and
+        // refused there).
+        if plan.args.iter().any(|a| a.as_bytes().contains(&0)) {
+            return None;
+        }
         let bwrap_part: Vec<u8> = plan.args[..at]
             .iter()
             .flat_map(|a| a.as_bytes().iter().copied().chain([0]))
             .collect();
-        if write_all(&self.bwrap_args, &bwrap_part).is_err() {
-            return Err(self);
+        let bwrap_args = self.bwrap_args.take()?;
+        if write_all(&bwrap_args, &bwrap_part).is_err() {
+            // Killed before its pipe closes on what it has read.
+            drop(self);
+            return None;
         }
-        let Ahead {
-            child,
-            bwrap_args,
-            inner_args,
-            ready,
-            ..
-        } = self;
+        let inner_args = self.inner_args.take()?;
+        let (child, ready) = (self.child.take()?, self.ready.take()?);
         // bubblewrap reads its part to the end, then sets the sandbox up.
         drop(bwrap_args);
         // Written whole, as the inner stage reads it once bubblewrap has
@@ -186,15 +209,18 @@ impl Ahead {
         // which it refuses: the run is then reported as not started.
         let _ = write_all(&inner_args, &encode(&plan.args[at + 3..]));
         drop(inner_args);
-        Ok((child, ready))
+        Some((child, ready))
     }
+}
 
-    /// Kill and reap it (nothing ran in it).
-    pub fn kill(mut self) {
-        // Killed before its pipes close: it must not take their end for an
-        // empty set of options.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl Drop for Ahead {
+    /// Not handed over: kill and reap it (nothing ran in it), before its
+    /// pipes close.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

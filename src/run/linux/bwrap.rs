@@ -58,12 +58,11 @@ pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
     // guardian; one that could not take the plan's arguments is killed
     // (nothing ran) and the plan spawned as before.
     if let Some(ahead) = super::ahead::take(plan, start.group.is_some()) {
-        if let Some(guardian) = start.guardian {
-            guardian.watch(ahead.ready())?;
+        if let (Some(guardian), Some(ready)) = (start.guardian, ahead.ready()) {
+            guardian.watch(ready)?;
         }
-        match ahead.send(plan) {
-            Ok((child, ready_r)) => return after_spawn(child, ready_r, plan, start),
-            Err(ahead) => ahead.kill(),
+        if let Some((child, ready_r)) = ahead.send(plan) {
+            return after_spawn(child, ready_r, plan, start);
         }
     }
     let ready_fd = plan.ready_fd.context("the plan has no ready descriptor")?;

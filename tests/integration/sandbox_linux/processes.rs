@@ -467,3 +467,45 @@ fn a_command_longer_than_a_pipe_reaches_the_sandbox_whole() {
         both(&out)
     );
 }
+
+/// sbx killed while it resolves the policy (here: blocked reading a user
+/// configuration that is a FIFO nobody writes to), with bubblewrap started
+/// ahead and waiting for its arguments: bubblewrap goes with it, silently,
+/// instead of going on with no options and failing on the terminal.
+#[test]
+fn sbx_killed_before_its_plan_leaves_no_bubblewrap_behind() {
+    require_sandbox!();
+    let world = World::new();
+    let fifo = world.root.join("config-fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let own = world.root.join("own-sbx");
+    let mut child = world
+        .own_sbx_std()
+        .env("SBX_CONFIG", &fifo)
+        .args(["run", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let own_text = own.to_str().unwrap();
+    let waiting =
+        || pgrep_with(|c| c.starts_with("/usr/bin/bwrap --args ") && c.contains(own_text));
+    let start = Instant::now();
+    while waiting().is_empty() && start.elapsed() < util::DEADLINE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!waiting().is_empty(), "no bubblewrap was started ahead");
+    util::kill_sbx(&mut child);
+    // Read to the end: a bubblewrap left behind holds sbx's stderr.
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(
+        !err.contains("bwrap"),
+        "a bubblewrap outlived its sbx: {err}"
+    );
+    let left = until_gone(|| sandbox_processes(&own));
+    kill_all(&left);
+    assert!(left.is_empty(), "processes of sbx left: {left:?}");
+}
