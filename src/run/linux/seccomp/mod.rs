@@ -347,14 +347,7 @@ fn abi_program() -> BpfProgram {
 pub fn programs(opts: Options) -> Result<Vec<BpfProgram>> {
     let mut enosys_rules = BTreeMap::new();
     enosys_rules.insert(libc::SYS_clone3, vec![]);
-    let enosys = SeccompFilter::new(
-        enosys_rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        ARCH,
-    )
-    .context("building the seccomp filter")?;
-    let enosys: BpfProgram = enosys.try_into().context("compiling the seccomp filter")?;
+    let enosys = compile(enosys_rules, libc::ENOSYS)?;
     let (chain, named) = eperm_chain(opts)?;
     // A number that is not a syscall's would leave the chain as it is.
     let eperm = match named {
@@ -369,15 +362,20 @@ pub fn programs(opts: Options) -> Result<Vec<BpfProgram>> {
 fn eperm_chain(opts: Options) -> Result<(BpfProgram, Option<Vec<u32>>)> {
     let rules = eperm_rules(opts)?;
     let named = rules.keys().map(|&nr| u32::try_from(nr).ok()).collect();
+    Ok((compile(rules, libc::EPERM)?, named))
+}
+
+/// A filter that answers `errno` to what `rules` match and allows the rest,
+/// compiled for this architecture.
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: libc::c_int) -> Result<BpfProgram> {
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Errno(errno as u32),
         ARCH,
     )
     .context("building the seccomp filter")?;
-    let chain = filter.try_into().context("compiling the seccomp filter")?;
-    Ok((chain, named))
+    filter.try_into().context("compiling the seccomp filter")
 }
 
 /// What the `__filter` stage adds for the command to PID 1's filter:
@@ -403,14 +401,7 @@ pub fn command_program(unix: Unix) -> Result<BpfProgram> {
         }
         Unix::Allow => {}
     }
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        ARCH,
-    )
-    .context("building the seccomp filter")?;
-    filter.try_into().context("compiling the seccomp filter")
+    compile(rules, libc::EPERM)
 }
 
 /// Install the filter on the calling thread. `PR_SET_NO_NEW_PRIVS` must be set.
