@@ -171,6 +171,23 @@ pub fn check_command(command: &[OsString], path_var: Option<&OsStr>, cwd: &Path)
 
 /// Create what the plan needs on the host and build the command.
 pub fn prepare(plan: &Plan) -> Result<Command> {
+    prepare_host(plan)?;
+    Ok(command(plan))
+}
+
+/// The plan as a command to spawn (its program, arguments and environment).
+pub fn command(plan: &Plan) -> Command {
+    let mut cmd = Command::new(&plan.program);
+    cmd.args(&plan.args);
+    if let Some(env) = &plan.env {
+        apply_env(&mut cmd, env);
+    }
+    cmd
+}
+
+/// What the plan needs on the host before it runs: the missing "runs
+/// later" paths created, the placeholder made sure of.
+pub fn prepare_host(plan: &Plan) -> Result<()> {
     for (path, kind) in &plan.create {
         let made = match kind {
             Kind::Dir => std::fs::create_dir(path),
@@ -193,12 +210,7 @@ pub fn prepare(plan: &Plan) -> Result<Command> {
     if let Some(placeholder) = &plan.placeholder {
         ensure_placeholder(placeholder)?;
     }
-    let mut cmd = Command::new(&plan.program);
-    cmd.args(&plan.args);
-    if let Some(env) = &plan.env {
-        apply_env(&mut cmd, env);
-    }
-    Ok(cmd)
+    Ok(())
 }
 
 /// Run a plan with stdout and stderr captured (stdin closed), for at most

@@ -53,7 +53,7 @@ pub struct Start<'a> {
 /// launched once bubblewrap is spawned.
 pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
     super::signals::forget_killed_by();
-    let mut cmd = crate::exec::prepare(plan)?;
+    crate::exec::prepare_host(plan)?;
     // The bubblewrap started ahead, once its ready pipe is known to the
     // guardian; one that could not take the plan's arguments is killed
     // (nothing ran) and the plan spawned as before.
@@ -65,6 +65,7 @@ pub fn run_sandboxed(plan: &Plan, start: &Start) -> Result<Outcome> {
             return after_spawn(child, ready_r, plan, start);
         }
     }
+    let mut cmd = crate::exec::command(plan);
     let ready_fd = plan.ready_fd.context("the plan has no ready descriptor")?;
     let ready_r = ready_pipe(ready_fd)?;
     if let Some(guardian) = start.guardian {
