@@ -1,6 +1,7 @@
 //! `.env` files found by the watcher and by the walk alike: made just
 //! before a run, by the previous command, renamed into place, in a
-//! directory made a moment ago; and a watcher that is killed, hung, out of
+//! directory made a moment ago; a repository the command made is found
+//! after the run; and a watcher that is killed, hung, out of
 //! watches or has lost events makes sbx walk, never skip.
 //!
 //! `SBX_ENV_WATCH=always` starts a watcher after any walk (by default only
@@ -267,6 +268,27 @@ fn a_env_file_in_a_directory_made_a_moment_ago_is_masked() {
     both_ways(|world, mode| {
         util::write(&world.project.join("fresh/a/b/c/.env"), SECRET);
         assert_masked(world, mode, &["fresh/a/b/c/.env"]);
+    });
+}
+
+/// The check after the run, answered by the watcher (asked as soon as the
+/// command has ended) as by a walk: a repository the command made deep in
+/// the project, with a setting that runs a program, is moved aside.
+#[test]
+fn a_repository_the_command_made_is_found_after_the_run() {
+    require_sandbox!();
+    both_ways(|world, mode| {
+        let made = "git init -q lib/c/sub && git -C lib/c/sub config core.fsmonitor 'touch planted' && echo MADE";
+        let out = Sbx.run_sh_env(world, made, &[mode]);
+        assert!(stdout(&out).contains("MADE"), "{}", both(&out));
+        let sub = world.project.join("lib/c/sub");
+        assert!(
+            std::fs::symlink_metadata(sub.join(".git")).is_err(),
+            "{}",
+            both(&out)
+        );
+        assert!(sub.join(".git.sbx-blocked").is_dir(), "{}", both(&out));
+        assert!(stderr(&out).contains("core.fsmonitor"), "{}", both(&out));
     });
 }
 
