@@ -112,10 +112,14 @@ fn after_spawn(
         refused: None,
     };
     let code = wait(pid, &signals, &mut ready, start)?;
-    // The byte is written before the command starts, so once bubblewrap
-    // has exited it is in the pipe if the sandbox ever came up: never decide
-    // "not started" without this last look (a command that ran must never
-    // run again unsandboxed).
+    // Whatever of the sandbox outlived bubblewrap is ended first (see
+    // `end_what_outlived`). Then the byte, written before the command
+    // starts, is in the pipe if the sandbox ever came up, and no process is
+    // left to write it later: never decide "not started" without this last
+    // look (a command that ran must never run again unsandboxed).
+    if let Some(r) = ready.watched.as_ref().or(ready.lifeline.as_ref()) {
+        end_what_outlived(r)?;
+    }
     if let Some(r) = ready.watched.take() {
         match read_byte(&r) {
             Some(READY) => ready.started = true,
@@ -129,6 +133,12 @@ fn after_spawn(
     drop(ready);
     drop(signals);
     drop(mask);
+    if !started && super::signals::killed_by().is_some_and(stopped_from_outside) {
+        // Stopped (a signal sbx passed on, Ctrl-C, a kill) before its
+        // sandbox was up: the run ends as bubblewrap did, and nothing is
+        // tried again, neither another plan nor a diagnosis.
+        return Ok(Outcome::Exited(u8::try_from(code).unwrap_or(255)));
+    }
     if let Some(why) = refused {
         return Ok(Outcome::NotStarted(NotStarted::Policy(why)));
     }
@@ -146,6 +156,68 @@ fn after_spawn(
         return Ok(Outcome::NotStarted(diagnose(plan)));
     }
     Ok(Outcome::Exited(u8::try_from(code).unwrap_or(255)))
+}
+
+/// How long sbx waits for the processes of a sandbox that outlived its
+/// bubblewrap to be gone once it has killed them.
+const OUTLIVED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Once bubblewrap has exited, end every process that still holds the
+/// write end of the sandbox's ready pipe (`ready`, its read end). There is
+/// none when the sandbox ended with bubblewrap. One killed between its
+/// clone and releasing its child leaves that child waiting for good, and
+/// one killed a moment later lets it go on to start the command: it sets
+/// its parent-death signal only before its exec. An error when one is
+/// still there after [`OUTLIVED_WITHIN`] (sbx may not kill it): what it
+/// did or will do cannot be told, so nothing else is tried.
+fn end_what_outlived(ready: &OwnedFd) -> Result<()> {
+    if writers_gone(ready, std::time::Duration::ZERO) {
+        return Ok(());
+    }
+    let inode = nix::sys::stat::fstat(ready.as_raw_fd())
+        .context("reading the ready pipe")?
+        .st_ino;
+    let ended = super::guardian::end_holders(&[inode], OUTLIVED_WITHIN);
+    if ended && writers_gone(ready, OUTLIVED_WITHIN) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "bubblewrap ended, but a process of its sandbox is still there and could not be ended; whether the command started cannot be told, so nothing else is tried (end the processes that hold pipe:[{inode}])"
+    )
+}
+
+/// Whether no process holds the write end of `pipe` any more, waiting up
+/// to `within` for the last one to close it.
+fn writers_gone(pipe: &OwnedFd, within: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+        // POLLHUP is reported whatever is asked; data alone does not end it.
+        let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::empty())];
+        match poll(&mut fds, timeout) {
+            Ok(_)
+                if fds[0]
+                    .revents()
+                    .is_some_and(|r| r.contains(PollFlags::POLLHUP)) =>
+            {
+                return true
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return false,
+        }
+        if left.is_zero() {
+            return false;
+        }
+    }
+}
+
+/// Signals that end bubblewrap from outside (passed on by sbx, sent by a
+/// terminal or a kill), as opposed to a crash of its own.
+fn stopped_from_outside(sig: i32) -> bool {
+    use nix::sys::signal::Signal;
+    Signal::try_from(sig)
+        .is_ok_and(|s| crate::supervise::FORWARDED.contains(&s) || s == Signal::SIGKILL)
 }
 
 /// Make the ready pipe, its write end on `ready_fd`; its read end.

@@ -179,7 +179,9 @@ pub fn guard(cache: &Path) -> Result<ExitCode> {
     // checking at once, before the sandbox is ended: the next run may start
     // as soon as sbx is reaped, and must wait for these checks.
     let checking = journal::begin_checking(cache);
-    end_sandboxes(&told.pipes);
+    if !end_holders(&told.pipes, Duration::from_secs(600)) {
+        std::process::exit(0);
+    }
     check_for_a_dead_run(cache, told.sbx.as_deref(), checking)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -286,18 +288,18 @@ pub fn check_for_a_dead_run(
     Ok(())
 }
 
-/// Kill every process that holds one of the ready `pipes`, until none
-/// is left (ten minutes at most: a process stuck in the kernel is left to
-/// the next run, whose checks come later).
-fn end_sandboxes(pipes: &[u64]) {
+/// Kill every process (but this one) that holds one of the ready `pipes`,
+/// until none is left or `within` has passed (a process stuck in the
+/// kernel): whether none is left.
+pub(super) fn end_holders(pipes: &[u64], within: Duration) -> bool {
     let start = Instant::now();
     loop {
         let holders = holding(pipes);
         if holders.is_empty() {
-            return;
+            return true;
         }
-        if start.elapsed() > Duration::from_secs(600) {
-            std::process::exit(0);
+        if start.elapsed() > within {
+            return false;
         }
         for (pid, key) in &holders {
             // Still the same process (not a PID reused since the scan).
@@ -313,8 +315,8 @@ fn end_sandboxes(pipes: &[u64]) {
         // every other process of its namespace has ended.
         for (pid, key) in &holders {
             while journal::process_key(*pid).as_deref() == Some(key.as_str()) {
-                if start.elapsed() > Duration::from_secs(600) {
-                    std::process::exit(0);
+                if start.elapsed() > within {
+                    return false;
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -372,7 +374,7 @@ mod tests {
         let holders = holding(&[inode]);
         assert_eq!(holders.len(), 1, "{holders:?}");
         assert_eq!(holders[0].0, child.id());
-        end_sandboxes(&[inode]);
+        assert!(end_holders(&[inode], Duration::from_secs(60)));
         assert!(child.wait().unwrap().code().is_none(), "killed by a signal");
         assert!(holding(&[inode]).is_empty());
     }

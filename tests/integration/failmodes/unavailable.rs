@@ -310,3 +310,95 @@ fn a_sandbox_without_config_copies_says_git_configs_are_read_only() {
         both(&out)
     );
 }
+
+/// A fake bwrap that does what a real one does when it ends between its
+/// clone and releasing its child: that child, which holds the ready pipe
+/// (descriptor 100), is left waiting for good (a `sleep`, whose PID goes
+/// to `dir/holder`); then `end` (shell) ends the fake itself.
+fn bwrap_leaving_its_child(dir: &Path, end: &str) -> PathBuf {
+    let path = dir.join("bwrap");
+    let holder = crate::host::shq_path(&dir.join("holder"));
+    util::install_script(
+        &path,
+        &format!(
+            "#!/bin/sh\nif [ -e /dev/fd/100 ]; then\n  sleep 600 </dev/null >/dev/null 2>&1 &\n  echo $! > {holder}\nfi\n{end}\n"
+        ),
+    );
+    path
+}
+
+/// `sbx run -- sh -c SCRIPT` in the project, failing the test if it has
+/// not returned within a minute.
+fn sbx_run_within_a_minute(world: &World, script: &str) -> Output {
+    let mut cmd = world.sbx_std();
+    cmd.args(["run", "--", "sh", "-c", script])
+        .stdin(Stdio::null());
+    let start = std::time::Instant::now();
+    let limit = std::time::Duration::from_secs(60);
+    let out = assert_cmd::Command::from_std(cmd)
+        .timeout(limit)
+        .output()
+        .unwrap();
+    assert!(
+        start.elapsed() < limit,
+        "sbx hung behind the child its bubblewrap left:\n{}",
+        both(&out)
+    );
+    out
+}
+
+/// The `sleep` a fake from [`bwrap_leaving_its_child`] left is gone (or a
+/// zombie, nothing left of it but its exit status), within a minute.
+fn assert_holder_ended(dir: &Path) {
+    let pid = std::fs::read_to_string(dir.join("holder")).unwrap();
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let state = std::fs::read_to_string(&stat)
+            .ok()
+            .and_then(|s| s.rsplit(')').next().map(|r| r.trim().to_string()));
+        if state.as_deref().is_none_or(|s| s.starts_with('Z')) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child its bubblewrap left still runs ({stat})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A bubblewrap stopped by a signal before its sandbox was up (sbx's
+/// SIGTERM passed on at that moment, Ctrl-C): sbx does not wait for the
+/// child it left, ends it, exits as bubblewrap did, and tries nothing else
+/// (neither the plan without git config copies, nor reduced mode, nor an
+/// unsandboxed run): the command never runs.
+#[test]
+fn a_bubblewrap_stopped_before_its_sandbox_was_up_ends_the_run() {
+    let world = World::new();
+    world.git_repo();
+    let dir = world.root.join("fakebin");
+    let bwrap = bwrap_leaving_its_child(&dir, "kill -TERM $$");
+    world.user_config(&format!("[sandbox]\nbwrap = \"{}\"\n", bwrap.display()));
+    let out = sbx_run_within_a_minute(&world, "touch ran; touch \"$HOME/marker\"");
+    assert_eq!(out.status.code(), Some(143), "{}", both(&out));
+    assert!(!world.project.join("ran").exists(), "{}", both(&out));
+    assert!(!marker(&world).exists(), "{}", both(&out));
+    assert_holder_ended(&dir);
+}
+
+/// A bubblewrap that fails between its clone and releasing its child (a
+/// setuid one that cannot write the uid map): sbx does not wait for that
+/// child for good either; it ends it, and the failure is diagnosed as
+/// when no child is left.
+#[test]
+fn a_bubblewrap_that_failed_leaving_its_child_does_not_hang_sbx() {
+    let world = World::new();
+    let dir = world.root.join("fakebin");
+    let end = format!("echo '{UID_MAP_ERROR}' >&2\nexit 1");
+    let bwrap = bwrap_leaving_its_child(&dir, &end);
+    config_bwrap(&world, &bwrap, "");
+    let out = sbx_run_within_a_minute(&world, WRITE_HOME_EXIT_7);
+    assert_ran_unsandboxed(&world, &out, expected_uid_map_cause());
+    assert_holder_ended(&dir);
+}
