@@ -26,6 +26,13 @@
 //! signal, set between its fork and its exec): a killed sbx would leave it
 //! an empty pipe, and it would go on with no options, to fail on the
 //! user's terminal. Its arguments then say `--die-with-parent` anyway.
+//! The kernel closes a dying process's descriptors before it sends that
+//! signal, and a busy machine can run bubblewrap in between: so the end of
+//! its pipe must not come from sbx's death at all. A copy of the pipe's
+//! write end is kept in flight on a Unix socket whose receiving end
+//! bubblewrap inherits (the inner stage closes it): while bubblewrap lives,
+//! so does that copy, and only sbx takes it out, once bubblewrap's part is
+//! written ([`Hold`]).
 //!
 //! A plan that does not match what was started (another bubblewrap,
 //! another sbx, an environment of its own, a memory limit whose cgroup the
@@ -62,6 +69,9 @@ pub struct Ahead {
     /// written and closed).
     bwrap_args: Option<OwnedFd>,
     inner_args: Option<OwnedFd>,
+    /// The copy of `bwrap_args` that keeps bubblewrap's pipe open until
+    /// its part is written.
+    hold: Option<Hold>,
     /// The read end of the ready pipe, whose write end it inherited.
     ready: Option<OwnedFd>,
 }
@@ -87,11 +97,12 @@ pub fn start(sbx: &Path) {
 fn spawn(program: &Path, sbx: &Path) -> Result<Ahead> {
     let (bwrap_r, bwrap_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("creating a pipe")?;
     let (inner_r, inner_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("creating a pipe")?;
+    let hold = Hold::new(&bwrap_w)?;
     // Copies bubblewrap inherits (not close-on-exec), closed here once it
     // is spawned (or could not be), like the ready pipe's write end.
     let mut inherited: Vec<RawFd> = Vec::new();
     let started = (|| -> Result<(Child, OwnedFd)> {
-        for fd in [&bwrap_r, &inner_r] {
+        for fd in [&bwrap_r, &inner_r, &hold.0] {
             inherited
                 .push(fcntl(fd.as_raw_fd(), FcntlArg::F_DUPFD(3)).context("copying a descriptor")?);
         }
@@ -140,6 +151,7 @@ fn spawn(program: &Path, sbx: &Path) -> Result<Ahead> {
         sbx: sbx.to_path_buf(),
         bwrap_args: Some(bwrap_w),
         inner_args: Some(inner_w),
+        hold: Some(hold),
         ready: Some(ready),
     })
 }
@@ -194,15 +206,21 @@ impl Ahead {
             .flat_map(|a| a.as_bytes().iter().copied().chain([0]))
             .collect();
         let bwrap_args = self.bwrap_args.take()?;
+        let hold = self.hold.take()?;
         if write_all(&bwrap_args, &bwrap_part).is_err() {
             // Killed before its pipe closes on what it has read.
             drop(self);
             return None;
         }
-        let inner_args = self.inner_args.take()?;
-        let (child, ready) = (self.child.take()?, self.ready.take()?);
         // bubblewrap reads its part to the end, then sets the sandbox up.
         drop(bwrap_args);
+        if hold.release().is_err() {
+            // Its pipe would never end: killed (nothing ran).
+            drop(self);
+            return None;
+        }
+        let inner_args = self.inner_args.take()?;
+        let (child, ready) = (self.child.take()?, self.ready.take()?);
         // Written whole, as the inner stage reads it once bubblewrap has
         // set the sandbox up (a part larger than the pipe holds waits for
         // that). A failure leaves the inner stage a part that is not whole,
@@ -221,6 +239,71 @@ impl Drop for Ahead {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// A copy of the write end of bubblewrap's argument pipe, in flight on a
+/// Unix socket: the kernel keeps a descriptor sent with `SCM_RIGHTS` open
+/// until it is received or the receiving socket is closed everywhere. This
+/// is that receiving end; bubblewrap inherits a copy of it. So the pipe
+/// cannot end while bubblewrap lives, unless sbx [releases](Hold::release)
+/// it; a bubblewrap killed with sbx takes it along.
+struct Hold(OwnedFd);
+
+impl Hold {
+    fn new(pipe: &OwnedFd) -> Result<Hold> {
+        use nix::sys::socket::{
+            sendmsg, socketpair, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType,
+        };
+        let (send, receive) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .context("creating a socket pair")?;
+        let fds = [pipe.as_raw_fd()];
+        // One byte to carry it: a stream socket sends no message without.
+        sendmsg::<()>(
+            send.as_raw_fd(),
+            &[std::io::IoSlice::new(&[0])],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::empty(),
+            None,
+        )
+        .context("keeping bubblewrap's argument pipe open")?;
+        Ok(Hold(receive))
+    }
+
+    /// Take the copy out of flight and close it: once sbx's own write end
+    /// is closed too, bubblewrap reads the end of its arguments.
+    fn release(self) -> Result<()> {
+        use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+        let mut byte = [0u8; 1];
+        let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+        let mut space = nix::cmsg_space!([RawFd; 1]);
+        // The sending end is closed: an empty socket reads as its end, so
+        // this cannot block.
+        let msg = recvmsg::<()>(
+            self.0.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .context("releasing bubblewrap's argument pipe")?;
+        let mut released = 0;
+        for cmsg in msg.cmsgs().context("reading the held descriptor")? {
+            if let ControlMessageOwned::ScmRights(fds) = cmsg {
+                for fd in fds {
+                    let _ = nix::unistd::close(fd);
+                    released += 1;
+                }
+            }
+        }
+        if released != 1 {
+            bail!("bubblewrap's argument pipe was not held");
+        }
+        Ok(())
     }
 }
 
@@ -377,5 +460,35 @@ mod tests {
         ] {
             assert_eq!(inner_argv(argv.clone()).unwrap(), argv);
         }
+    }
+
+    /// Whether the pipe whose read end is `read` has no writer left.
+    fn ended(read: &OwnedFd) -> bool {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let mut fds = [PollFd::new(read.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::ZERO).unwrap();
+        fds[0].revents().unwrap().contains(PollFlags::POLLHUP)
+    }
+
+    #[test]
+    fn a_held_pipe_ends_only_once_released() {
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+        let hold = Hold::new(&write).unwrap();
+        drop(write);
+        assert!(!ended(&read), "the copy in flight keeps the pipe open");
+        hold.release().unwrap();
+        assert!(ended(&read));
+    }
+
+    #[test]
+    fn a_held_pipe_ends_with_its_last_holder() {
+        // What a killed bubblewrap does: the receiving end closed with the
+        // copy still in flight.
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+        let hold = Hold::new(&write).unwrap();
+        drop(write);
+        drop(hold);
+        assert!(ended(&read));
     }
 }
