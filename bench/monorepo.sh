@@ -34,7 +34,8 @@
 #
 # Environment: SBX_BENCH_DIR (default /var/tmp/sbx-monorepo; the trees are
 # made once under its trees/ and kept), SBX_BENCH_ROUNDS (5), SBX_BENCH_RUNS
-# (5), SBX_BENCH_PEERS (all: other sandboxes in every tree; "some": only in
+# (5), SBX_BENCH_CACHED_RUNS (cycles of the strict alternation per round: 20,
+# as those runs are short and the ratio must not rest on a few), SBX_BENCH_PEERS (all: other sandboxes in every tree; "some": only in
 # big and the empty repository; "none").
 # Needs hyperfine (installed from Debian's packages when missing), python3,
 # git, bubblewrap. firejail, srt and codex are measured when installed.
@@ -45,9 +46,9 @@ repo=$PWD
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 if [ $quick = 1 ]; then
-  rounds=1; runs=2; warmup=0
+  rounds=1; runs=2; cycles=2; warmup=0
 else
-  rounds=${SBX_BENCH_ROUNDS:-5}; runs=${SBX_BENCH_RUNS:-5}; warmup=1
+  rounds=${SBX_BENCH_ROUNDS:-5}; runs=${SBX_BENCH_RUNS:-5}; cycles=${SBX_BENCH_CACHED_RUNS:-20}; warmup=1
 fi
 peers_in=${SBX_BENCH_PEERS:-all}
 
@@ -277,7 +278,7 @@ hf() { # TREE GROUP [hyperfine options] -- then pairs of (label, command); cwd: 
 alt() { # TREE GROUP -- then pairs of (label, command), run in strict alternation; cwd: the tree
   local t=$1 group=$2
   shift 3
-  in_tree "$t" python3 "$repo/bench/alternate.py" --warmup "$warmup" --runs "$runs" \
+  in_tree "$t" python3 "$repo/bench/alternate.py" --warmup "$warmup" --runs "$cycles" \
     --export-json "$work/out/$t.$group.$r.json" "$@" 2>>"$work/out/hyperfine.log"
 }
 
@@ -314,11 +315,11 @@ for t in "${all[@]}"; do
 done
 echo "total: $((SECONDS - started)) s" | tee "$work/out/total.txt"
 
-python3 - "$work/out" "$rounds" "$runs" "$quick" "$repo/README.md" "${all[@]}" <<'PY'
+python3 - "$work/out" "$rounds" "$runs" "$cycles" "$quick" "$repo/README.md" "${all[@]}" <<'PY'
 import datetime, glob, json, os, platform, statistics, subprocess, sys
 
-out, rounds, runs, quick, readme = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
-trees = sys.argv[6:]
+out, rounds, runs, cycles = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+quick, readme, trees = sys.argv[5] == "1", sys.argv[6], sys.argv[7:]
 
 CACHED, FIRST = "sbx cached", "sbx first run"
 CACHED_OFF, FIRST_OFF = "sbx cached, SBX_ENV_WATCH=off", "sbx first run, SBX_ENV_WATCH=off"
@@ -334,6 +335,20 @@ def samples(tree):
                 merged.setdefault(result["command"], []).extend(result["times"])
     order = [CACHED, FIRST, CACHED_OFF, FIRST_OFF, OWN, EMPTY]
     return {k: merged[k] for k in order + [k for k in merged if k not in order] if k in merged}
+
+
+def paired(tree, other):
+    """`sbx cached` over `other`, cycle by cycle of the strict alternation
+    (both from the same moment), all rounds: (median, lower, upper quartile)."""
+    ratios = []
+    for path in sorted(glob.glob(os.path.join(out, f"{tree}.cached.*.json"))):
+        by = {r["command"]: r["times"] for r in json.load(open(path))["results"]}
+        if CACHED in by and other in by:
+            ratios += [a / b for a, b in zip(by[CACHED], by[other])]
+    if len(ratios) < 2:
+        return None
+    q = statistics.quantiles(ratios, n=4)
+    return statistics.median(ratios), q[0], q[2]
 
 
 def ms(s):
@@ -363,12 +378,14 @@ def n(x):
 
 kind = os.environ.get("SBX_BENCH_KIND", "sbx")
 lines = [f"Measured {datetime.date.today().isoformat()} on {machine()}, {kind}, by `bench/monorepo.sh` "
-         f"({rounds} interleaved rounds of {runs} runs per command; medians; `sbx cached` and both "
-         "bwrap argv strictly alternated, one of each in turn). "
-         "Ratios: against the bwrap argv sbx runs in the empty repository / in that tree.", ""]
+         f"({rounds} interleaved rounds; medians; {runs} runs per command and round, but {cycles} cycles "
+         "per round of `sbx cached` and both bwrap argv strictly alternated, one of each in turn). "
+         "Ratios: against the bwrap argv sbx runs in the empty repository / in that tree. "
+         "*Paired*: the median, and the quartiles, of `sbx cached` over the empty repository's "
+         "bwrap argv run right after it, cycle by cycle (what a drifting machine moves least).", ""]
 summary = ["| tree | directories (walked) | files | bwrap argv, this tree | bwrap argv, empty repo | "
-           "sbx cached | sbx first run | cached, SBX_ENV_WATCH=off | first run, SBX_ENV_WATCH=off | peak RSS cached / first |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "sbx cached | paired | sbx first run | cached, SBX_ENV_WATCH=off | first run, SBX_ENV_WATCH=off | peak RSS cached / first |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
 tables = []
 for tree in trees:
     dirs, files, walked = open(os.path.join(out, f"{tree}.counts")).read().split()
@@ -383,8 +400,10 @@ for tree in trees:
 
     r_c, r_f = rss(tree, "cached"), rss(tree, "first")
     mem = f"{r_c:.1f} / {r_f:.1f} MiB" if r_c and r_f else "–"
+    p = paired(tree, EMPTY)
+    pair = f"{p[0]:.2f} ({p[1]:.2f}–{p[2]:.2f})" if p else "–"
     summary.append(f"| {tree} | {n(dirs)} ({n(walked)}) | {n(files)} | {ms(own)} | {ms(empty)} | "
-                   f"{cell(CACHED)} | {cell(FIRST)} | {cell(CACHED_OFF)} | {cell(FIRST_OFF)} | {mem} |")
+                   f"{cell(CACHED)} | {pair} | {cell(FIRST)} | {cell(CACHED_OFF)} | {cell(FIRST_OFF)} | {mem} |")
     tables += [f"**{tree}**: {n(dirs)} directories ({n(walked)} walked, the rest under pruned names), "
                f"{n(files)} files", "",
                "| command | median | × bwrap argv, empty repo | × bwrap argv, this tree | runs |",
