@@ -86,12 +86,28 @@ pub fn start(sbx: &Path) {
     let Ok(program) = std::fs::canonicalize(crate::exec::SYSTEM_BWRAP) else {
         return;
     };
+    if !dies_with_sbx(&program) {
+        return;
+    }
     let Ok(mut slot) = STARTED.lock() else {
         return;
     };
     if slot.is_none() {
         *slot = spawn(&program, sbx).ok();
     }
+}
+
+/// Whether the bubblewrap at `program` keeps the parent-death signal sbx
+/// sets before its exec: the kernel clears it for a set-user-ID or
+/// set-group-ID program. Such a bubblewrap, started ahead, would wait for
+/// its arguments for good after a killed sbx (its pipe is [held](Hold)).
+/// Little is lost: a setuid bubblewrap refuses the `--cap-add` of a plan
+/// with git config copies, whose retry spawns a bubblewrap of its own.
+/// (File capabilities clear it too, but bubblewrap refuses to run with
+/// them unless started by root, whose exec keeps it.)
+fn dies_with_sbx(program: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(program).is_ok_and(|m| m.permissions().mode() & 0o6000 == 0)
 }
 
 fn spawn(program: &Path, sbx: &Path) -> Result<Ahead> {
@@ -490,5 +506,18 @@ mod tests {
         drop(write);
         drop(hold);
         assert!(ended(&read));
+    }
+
+    #[test]
+    fn a_set_id_bubblewrap_is_not_started_ahead() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("bwrap");
+        std::fs::write(&program, "").unwrap();
+        for (mode, dies) in [(0o755, true), (0o4755, false), (0o2755, false)] {
+            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(dies_with_sbx(&program), dies, "{mode:o}");
+        }
+        assert!(!dies_with_sbx(&dir.path().join("missing")));
     }
 }
