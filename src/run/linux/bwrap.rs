@@ -39,6 +39,8 @@ pub struct Start<'a> {
     /// The directories of the masked paths, watched for the host's changes
     /// (the run is stopped when one lifts a mask).
     pub masks: Option<&'a super::mask_watch::MaskWatch>,
+    /// How sbx writes on stderr.
+    pub style: crate::banner::Style,
 }
 
 /// Run the plan as a child of sbx and wait for it, forwarding signals.
@@ -133,10 +135,19 @@ fn after_spawn(
     drop(ready);
     drop(signals);
     drop(mask);
-    if !started && super::signals::killed_by().is_some_and(stopped_from_outside) {
+    let stopped = super::signals::killed_by().filter(|&sig| stopped_from_outside(sig));
+    if let (false, Some(sig)) = (started, stopped) {
         // Stopped (a signal sbx passed on, Ctrl-C, a kill) before its
         // sandbox was up: the run ends as bubblewrap did, and nothing is
-        // tried again, neither another plan nor a diagnosis.
+        // tried again, neither another plan nor a diagnosis. A signal the
+        // user sent says it all; SIGKILL may come from the kernel's
+        // out-of-memory killer, and is named.
+        if sig == nix::sys::signal::Signal::SIGKILL as i32 {
+            crate::banner::warn(
+                start.style,
+                "the sandbox was killed (SIGKILL) before it was up: nothing ran, and nothing else is tried",
+            );
+        }
         return Ok(Outcome::Exited(u8::try_from(code).unwrap_or(255)));
     }
     if let Some(why) = refused {
@@ -491,8 +502,13 @@ fn run_for_stderr(plan: &Plan) -> (bool, String) {
     if let Some(mut pipe) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
     }
-    if status.is_none() {
-        stderr = "the diagnostic run did not finish within 5 seconds".into();
+    match status.map(|s| std::os::unix::process::ExitStatusExt::signal(&s)) {
+        None => stderr = "the diagnostic run did not finish within 5 seconds".into(),
+        // Killed (a crash, the out-of-memory killer): what it printed, or
+        // its silence, says nothing of this machine, and must not read as
+        // a refusal that makes sbx fall back.
+        Some(Some(sig)) => stderr = format!("the diagnostic run was killed by signal {sig}"),
+        Some(None) => {}
     }
     (status.is_some_and(|s| s.success()), stderr)
 }

@@ -71,6 +71,7 @@ pub fn run_plan(
         guardian: guardian.as_ref(),
         group: group.as_ref(),
         masks: masks.as_ref(),
+        style,
     };
     let outcome = without_copies_if_refused(
         bwrap::run_sandboxed(plan, &start),

@@ -73,6 +73,7 @@ pub fn run(
         group: group.as_ref(),
         // Reduced mode mounts no masks.
         masks: None,
+        style,
     };
     let outcome = bwrap::run_sandboxed(&kept, &start);
     // sbx's own group holds its caller: never stopped.

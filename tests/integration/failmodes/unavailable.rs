@@ -402,3 +402,54 @@ fn a_bubblewrap_that_failed_leaving_its_child_does_not_hang_sbx() {
     assert_ran_unsandboxed(&world, &out, expected_uid_map_cause());
     assert_holder_ended(&dir);
 }
+
+/// A bubblewrap killed with SIGKILL before its sandbox was up (the
+/// out-of-memory killer, say): the run ends with its status, nothing else
+/// is tried, and sbx says what happened, as no signal of the user's did.
+#[test]
+fn a_bubblewrap_killed_before_its_sandbox_was_up_is_named() {
+    let world = World::new();
+    world.git_repo();
+    let dir = world.root.join("fakebin");
+    let bwrap = bwrap_leaving_its_child(&dir, "kill -KILL $$");
+    world.user_config(&format!("[sandbox]\nbwrap = \"{}\"\n", bwrap.display()));
+    let out = sbx_run_within_a_minute(&world, "touch ran; touch \"$HOME/marker\"");
+    assert_eq!(out.status.code(), Some(137), "{}", both(&out));
+    assert!(
+        stderr(&out).contains("killed (SIGKILL) before it was up"),
+        "{}",
+        both(&out)
+    );
+    assert!(!world.project.join("ran").exists(), "{}", both(&out));
+    assert!(!marker(&world).exists(), "{}", both(&out));
+    assert_holder_ended(&dir);
+}
+
+/// A bubblewrap that crashes, diagnostic runs included, after printing
+/// what would otherwise name a cause that allows a fallback: a crash says
+/// nothing of the machine, so sbx neither runs the command unsandboxed
+/// nor in reduced mode; it refuses.
+#[test]
+fn a_crashing_bubblewrap_never_earns_a_fallback() {
+    let world = World::new();
+    let dir = world.root.join("fakebin");
+    let bwrap = dir.join("bwrap");
+    util::install_script(
+        &bwrap,
+        &format!("#!/bin/sh\necho '{UNKNOWN_OPTION_ERROR}' >&2\nulimit -c 0\nkill -SEGV $$\n"),
+    );
+    for backend in ["bwrap", "auto"] {
+        world.user_config(&format!(
+            "[sandbox]\nbwrap = \"{}\"\nbackend = \"{backend}\"\n",
+            bwrap.display()
+        ));
+        let out = sbx_run_within_a_minute(&world, WRITE_HOME_EXIT_7);
+        assert_eq!(out.status.code(), Some(125), "{backend}: {}", both(&out));
+        assert!(
+            stderr(&out).contains("killed by signal 11"),
+            "{backend}: {}",
+            both(&out)
+        );
+        assert!(!marker(&world).exists(), "{backend}: {}", both(&out));
+    }
+}
