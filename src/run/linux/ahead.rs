@@ -131,16 +131,19 @@ fn spawn(program: &Path, sbx: &Path) -> Result<Ahead> {
         // all, to fail on the user's terminal.
         let parent = nix::unistd::getpid();
         // SAFETY: the closure runs in the forked child, where only
-        // async-signal-safe work is allowed: two system calls (prctl,
-        // getppid), no allocation, no lock.
+        // async-signal-safe work is allowed: three system calls (prctl,
+        // getppid, _exit), no allocation, no lock.
         #[allow(unsafe_code)]
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(move || {
                 nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
                 // sbx died before the line above: nothing would kill it.
+                // It ends here, silently: an error returned would be
+                // written to a parent that is gone, and the standard
+                // library aborts with a message on the user's terminal.
                 if nix::unistd::getppid() != parent {
-                    return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+                    nix::libc::_exit(1);
                 }
                 Ok(())
             });
