@@ -88,7 +88,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand profile" -l platform -d 'The pla
 macos\t''"
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l format -d 'Output format' -r -f -a "text\t''
 json\t''"
-complete -c sbx -n "__fish_sbx_using_subcommand profile" -l home -d 'Pretend the home directory is DIR (for reproducible snapshots)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand profile" -l home -d 'Pretend the home directory is DIR, the user database\'s included (for reproducible snapshots)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l read-only -d 'No writes at all; reads limited to the project and system paths'
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -l unsandboxed -d 'Run this one command without the sandbox, after an interactive yes on the terminal'
 complete -c sbx -n "__fish_sbx_using_subcommand profile" -s q -l quiet -d 'Do not print the banner (warnings are still printed)'

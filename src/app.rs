@@ -165,6 +165,10 @@ fn profile(
         // follow the pinned home, or the output would still name
         // this machine's.
         host.cache_dir = Some(host.home.join(".cache/sbx"));
+        // And the user database's home too: this machine's account (its
+        // `~/.ssh`, say) has no place in a pinned output.
+        host.account_home = None;
+        host.account_problem = None;
     }
     let mut command = args.command;
     let mut policy = policy::resolve(&host, &args.policy)?;

@@ -213,7 +213,8 @@ pub struct ProfileArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Text)]
     pub format: FormatArg,
-    /// Pretend the home directory is DIR (for reproducible snapshots).
+    /// Pretend the home directory is DIR, the user database's included (for
+    /// reproducible snapshots).
     #[arg(long, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// The command to show (default: the inner shell).

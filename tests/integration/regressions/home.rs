@@ -71,6 +71,21 @@ fn run_with_account_home(
     args: &[&str],
     getent: bool,
 ) -> Option<Output> {
+    let mut cmd = sbx_with_account_home(world, account, dir, getent)?;
+    sh_in(&mut cmd, &[], script, args);
+    let out = cmd.output().unwrap();
+    show(script, &out);
+    Some(out)
+}
+
+/// sbx in `dir`, with no arguments yet, under the user database of
+/// [`run_with_account_home`]; `None` without nss_wrapper.
+fn sbx_with_account_home(
+    world: &World,
+    account: &Path,
+    dir: &Path,
+    getent: bool,
+) -> Option<Command> {
     use std::os::unix::fs::MetadataExt;
     let wrapper = tool(&[
         "/usr/lib/x86_64-linux-gnu/libnss_wrapper.so",
@@ -139,10 +154,33 @@ fn run_with_account_home(
         .env("LD_PRELOAD", wrapper)
         .env("NSS_WRAPPER_PASSWD", &passwd)
         .env("NSS_WRAPPER_GROUP", &group);
-    sh_in(&mut cmd, &[], script, args);
-    let out = cmd.output().unwrap();
-    show(script, &out);
-    Some(out)
+    Some(cmd)
+}
+
+/// `sbx profile --home DIR` pins the home the user database gives as well:
+/// the account's own credentials are in a plain profile (they are masked
+/// in a run), and in no pinned one (a snapshot must not depend on whether
+/// the machine's account has a `~/.ssh`).
+#[test]
+fn a_pinned_profile_names_no_credential_of_the_account_home() {
+    let world = World::new();
+    let account = world.root.join("account home");
+    util::write(&account.join(".ssh/id_ed25519"), &format!("{SECRET}\n"));
+    let needle = account.join(".ssh");
+    let needle = needle.to_str().unwrap();
+    let home = world.home.to_str().unwrap();
+    for (pinned, args) in [
+        (false, vec!["profile", "--platform", "linux"]),
+        (true, vec!["profile", "--platform", "linux", "--home", home]),
+    ] {
+        let Some(mut cmd) = sbx_with_account_home(&world, &account, &world.project, true) else {
+            return;
+        };
+        let out = cmd.args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", both(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(!text.contains(needle), pinned, "{args:?}: {}", both(&out));
+    }
 }
 
 /// With `HOME` pointing elsewhere (a harness's scratch home, `su` without
