@@ -118,16 +118,24 @@ round size "${size_args[@]}"
 echo "== alternatives"
 alt_args=("sbx" "$sbx run -- /bin/true")
 skipped=()
-if command -v firejail >/dev/null 2>&1; then
-  alt_args+=("firejail" "firejail --quiet --noprofile --net=none --read-only=/ --read-write=$work/proj-empty /bin/true")
-else skipped+=("firejail (apt-get install firejail)"); fi
-if command -v srt >/dev/null 2>&1; then
-  printf '{"network":{"allowedDomains":[],"deniedDomains":[]},"filesystem":{"denyRead":["~/.ssh"],"allowWrite":["."],"denyWrite":[]}}' > "$work/srt.json"
-  alt_args+=("srt" "srt --settings $work/srt.json /bin/true")
-else skipped+=("srt (npm i -g @anthropic-ai/sandbox-runtime)"); fi
-if command -v codex >/dev/null 2>&1; then
-  alt_args+=("codex sandbox" "codex sandbox -- /bin/true")
-else skipped+=("codex (npm i -g @openai/codex)"); fi
+printf '{"network":{"allowedDomains":[],"deniedDomains":[]},"filesystem":{"denyRead":["~/.ssh"],"allowWrite":["."],"denyWrite":[]}}' > "$work/srt.json"
+# Measured where installed and a trial run succeeds (srt also needs ripgrep
+# and socat); else the report says why not.
+alternative() { # LABEL HINT COMMAND
+  local out
+  if ! command -v "${3%% *}" >/dev/null 2>&1; then
+    skipped+=("$1 (not installed: $2)")
+  # shellcheck disable=SC2086 # a command line, split as hyperfine -N splits it
+  elif ! out=$($3 2>&1 </dev/null); then
+    skipped+=("$1 (fails here: $(printf '%s\n' "$out" | head -1))")
+  else
+    alt_args+=("$1" "$3")
+  fi
+}
+alternative firejail "apt-get install firejail" \
+  "firejail --quiet --noprofile --net=none --read-only=/ --read-write=$work/proj-empty /bin/true"
+alternative srt "npm i -g @anthropic-ai/sandbox-runtime" "srt --settings $work/srt.json /bin/true"
+alternative "codex sandbox" "npm i -g @openai/codex" "codex sandbox -- /bin/true"
 round alternatives "${alt_args[@]}"
 printf '%s\n' "${skipped[@]}" > "$work/out/skipped.txt"
 for s in "${skipped[@]}"; do echo "skipped: $s"; done

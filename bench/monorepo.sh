@@ -244,23 +244,42 @@ for t in "${all[@]}"; do
 done
 
 # Other sandboxes, the same command lines as bench.sh's, writable project.
+# Each is measured where it is installed and a trial run in the empty
+# repository succeeds (srt, for one, also needs ripgrep and socat); else the
+# report says why not.
 printf '{"network":{"allowedDomains":[],"deniedDomains":[]},"filesystem":{"denyRead":["~/.ssh"],"allowWrite":["."],"denyWrite":[]}}' >"$work/srt.json"
+skipped=()
+peer_labels=()
+declare -A peer_cmds=()
+add_peer() { # LABEL HINT COMMAND (@TREE@ stands for the tree's path)
+  local label=$1 hint=$2 cmd=$3 out
+  if ! command -v "${cmd%% *}" >/dev/null 2>&1; then
+    skipped+=("$label (not installed: $hint)")
+    return 0
+  fi
+  # shellcheck disable=SC2086 # a command line, split as hyperfine -N splits it
+  if ! out=$(cd "$trees/empty" && ${cmd//@TREE@/$trees/empty} 2>&1 </dev/null); then
+    skipped+=("$label (fails here: $(printf '%s\n' "$out" | head -1))")
+    return 0
+  fi
+  peer_labels+=("$label")
+  peer_cmds[$label]=$cmd
+}
+add_peer firejail "apt-get install firejail" \
+  "firejail --quiet --noprofile --net=none --read-only=/ --read-write=@TREE@ /bin/true"
+add_peer srt "npm i -g @anthropic-ai/sandbox-runtime" "srt --settings $work/srt.json /bin/true"
+add_peer "codex sandbox" "npm i -g @openai/codex" "codex sandbox -- /bin/true"
 peers() { # TREE: pairs of (label, command) for the hyperfine of that tree
   case "$peers_in:$1" in
     none:*) return 0 ;;
     some:empty | some:big | all:*) ;;
     *) return 0 ;;
   esac
-  if command -v firejail >/dev/null 2>&1; then
-    printf '%s\n' firejail "firejail --quiet --noprofile --net=none --read-only=/ --read-write=$trees/$1 /bin/true"
-  fi
-  if command -v srt >/dev/null 2>&1; then printf '%s\n' srt "srt --settings $work/srt.json /bin/true"; fi
-  if command -v codex >/dev/null 2>&1; then printf '%s\n' "codex sandbox" "codex sandbox -- /bin/true"; fi
+  local label
+  for label in "${peer_labels[@]}"; do
+    printf '%s\n' "$label" "${peer_cmds[$label]//@TREE@/$trees/$1}"
+  done
 }
-skipped=()
-command -v firejail >/dev/null 2>&1 || skipped+=("firejail (apt-get install firejail)")
-command -v srt >/dev/null 2>&1 || skipped+=("srt (npm i -g @anthropic-ai/sandbox-runtime)")
-command -v codex >/dev/null 2>&1 || skipped+=("codex (npm i -g @openai/codex)")
 printf '%s\n' "${skipped[@]}" >"$work/out/skipped.txt"
 for s in "${skipped[@]}"; do echo "skipped: $s"; done
 
@@ -415,7 +434,7 @@ for tree in trees:
 lines += summary + [""] + tables
 skipped = [x.strip() for x in open(os.path.join(out, "skipped.txt")) if x.strip()]
 if skipped:
-    lines += ["Not installed here, so not measured: " + "; ".join(skipped) + ".", ""]
+    lines += ["Not measured here: " + "; ".join(skipped) + ".", ""]
 text = "\n".join(lines)
 print(text)
 

@@ -85,7 +85,7 @@ skipped_path = os.path.join(out_dir, "skipped.txt")
 if os.path.exists(skipped_path):
     skipped = [s.strip() for s in open(skipped_path) if s.strip()]
     if skipped:
-        lines.append("Not installed here, so not measured: " + "; ".join(skipped) + ".")
+        lines.append("Not measured here: " + "; ".join(skipped) + ".")
         lines.append("")
 
 proxy_path = os.path.join(out_dir, "proxy.json")
