@@ -375,16 +375,24 @@ fn assert_holder_ended(dir: &Path) {
 /// unsandboxed run): the command never runs.
 #[test]
 fn a_bubblewrap_stopped_before_its_sandbox_was_up_ends_the_run() {
+    let out = run_with_bwrap_ending_by("TERM");
+    assert_eq!(out.status.code(), Some(143), "{}", both(&out));
+}
+
+/// `sbx run` in a git repository with a fake from [`bwrap_leaving_its_child`]
+/// that then kills itself with `SIGNAL`: the command never ran, and the
+/// child was ended. What sbx said and its status, for the caller to judge.
+fn run_with_bwrap_ending_by(signal: &str) -> Output {
     let world = World::new();
     world.git_repo();
     let dir = world.root.join("fakebin");
-    let bwrap = bwrap_leaving_its_child(&dir, "kill -TERM $$");
+    let bwrap = bwrap_leaving_its_child(&dir, &format!("kill -{signal} $$"));
     world.user_config(&format!("[sandbox]\nbwrap = \"{}\"\n", bwrap.display()));
     let out = sbx_run_within_a_minute(&world, "touch ran; touch \"$HOME/marker\"");
-    assert_eq!(out.status.code(), Some(143), "{}", both(&out));
     assert!(!world.project.join("ran").exists(), "{}", both(&out));
     assert!(!marker(&world).exists(), "{}", both(&out));
     assert_holder_ended(&dir);
+    out
 }
 
 /// A bubblewrap that fails between its clone and releasing its child (a
@@ -408,21 +416,13 @@ fn a_bubblewrap_that_failed_leaving_its_child_does_not_hang_sbx() {
 /// is tried, and sbx says what happened, as no signal of the user's did.
 #[test]
 fn a_bubblewrap_killed_before_its_sandbox_was_up_is_named() {
-    let world = World::new();
-    world.git_repo();
-    let dir = world.root.join("fakebin");
-    let bwrap = bwrap_leaving_its_child(&dir, "kill -KILL $$");
-    world.user_config(&format!("[sandbox]\nbwrap = \"{}\"\n", bwrap.display()));
-    let out = sbx_run_within_a_minute(&world, "touch ran; touch \"$HOME/marker\"");
+    let out = run_with_bwrap_ending_by("KILL");
     assert_eq!(out.status.code(), Some(137), "{}", both(&out));
     assert!(
         stderr(&out).contains("killed (SIGKILL) before it was up"),
         "{}",
         both(&out)
     );
-    assert!(!world.project.join("ran").exists(), "{}", both(&out));
-    assert!(!marker(&world).exists(), "{}", both(&out));
-    assert_holder_ended(&dir);
 }
 
 /// A bubblewrap that crashes, diagnostic runs included, after printing
