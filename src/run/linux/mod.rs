@@ -52,7 +52,7 @@ pub fn run_plan(
     let cache = host.cache_dir.as_deref();
     // Written down before the command starts, for the next run to check if
     // this sbx dies before it can (dropped once the checks are done).
-    let mut checks = Checks::record(policy, cache, plan.copies.as_deref(), false)?;
+    let checks = Checks::record(policy, cache, plan.copies.as_deref(), false)?;
     let show_banner = banner::wanted(policy.banner, shell_command);
     let on_started = || {
         if show_banner {
@@ -83,21 +83,7 @@ pub fn run_plan(
     say_if_memory_stopped(policy, group);
     say_if_masks_stopped(masks.as_ref(), style);
     match outcome {
-        Ok(Outcome::Exited(code)) => {
-            // Removing the copies can take a millisecond or more right
-            // after a sandbox ends; the guardian does it once told "done".
-            if guardian.as_ref().is_some_and(guardian::Guardian::launched) {
-                checks.leave_copies();
-            }
-            // The checks come before the proxy's directory is removed: it
-            // may lie in sbx's cache directory, itself watched when in a
-            // writable root, and the removal would change its change time
-            // (its identity where there is no birth time).
-            let code = check_after(checks, style, code);
-            drop(guardian);
-            drop(proxy);
-            std::process::exit(i32::from(code))
-        }
+        Ok(Outcome::Exited(code)) => exit_after_run(checks, guardian, proxy, style, code),
         Ok(Outcome::NoCopies(why)) => {
             drop(checks);
             remove_copies(plan);
@@ -121,6 +107,30 @@ pub fn run_plan(
             Err(e)
         }
     }
+}
+
+/// The sandbox ran: the after-run checks, then sbx exits with the
+/// command's status (125 when a check failed).
+fn exit_after_run(
+    mut checks: Checks,
+    guardian: Option<guardian::Guardian>,
+    proxy: Option<RunningProxy>,
+    style: Style,
+    code: u8,
+) -> ! {
+    // Removing the copies can take a millisecond or more right after a
+    // sandbox ends; the guardian does it once told "done".
+    if guardian.as_ref().is_some_and(guardian::Guardian::launched) {
+        checks.leave_copies();
+    }
+    // The checks come before the proxy's directory is removed: it may lie
+    // in sbx's cache directory, itself watched when in a writable root, and
+    // the removal would change its change time (its identity where there
+    // is no birth time).
+    let code = check_after(checks, style, code);
+    drop(guardian);
+    drop(proxy);
+    std::process::exit(i32::from(code))
 }
 
 /// When the sandbox could not be set up with the private git config
