@@ -10,9 +10,10 @@
 #                             no timing assertion
 #
 # Needs hyperfine (installed from Debian's packages when missing), python3,
-# bubblewrap. Alternatives are measured only when installed: srt
-# (npm i -g @anthropic-ai/sandbox-runtime), firejail (apt-get install firejail),
-# codex (npm i -g @openai/codex); the script says which it skipped.
+# bubblewrap. Alternatives are measured only when installed and a trial run
+# succeeds: srt (npm i -g @anthropic-ai/sandbox-runtime; it also needs
+# ripgrep and socat), firejail (apt-get install firejail), codex (npm i -g
+# @openai/codex); the script says which it skipped, and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD

@@ -34,11 +34,13 @@
 #
 # Environment: SBX_BENCH_DIR (default /var/tmp/sbx-monorepo; the trees are
 # made once under its trees/ and kept), SBX_BENCH_ROUNDS (5), SBX_BENCH_RUNS
-# (5), SBX_BENCH_CACHED_RUNS (cycles of the strict alternation per round: 20,
-# as those runs are short and the ratio must not rest on a few), SBX_BENCH_PEERS (all: other sandboxes in every tree; "some": only in
-# big and the empty repository; "none").
+# (5), SBX_BENCH_CACHED_RUNS (cycles of the strict alternation per round:
+# 20, as those runs are short and the ratio must not rest on a few),
+# SBX_BENCH_PEERS (all: other sandboxes in every tree; "some": only in big
+# and the empty repository; "none").
 # Needs hyperfine (installed from Debian's packages when missing), python3,
-# git, bubblewrap. firejail, srt and codex are measured when installed.
+# git, bubblewrap. firejail, srt (which also needs ripgrep and socat) and
+# codex are measured when installed and a trial run succeeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
