@@ -107,6 +107,8 @@ fn host_processes_are_invisible_and_unkillable() {
              # Positive controls: the same probes work on a sandboxed process.
              sleep 49$D & O=$!
              ls /proc | grep -qx $O && echo OWN-PID-SEEN
+             # Its arguments are there once its exec is done (20 s at most).
+             n=0; until seen \"49$D\" || [ $n -ge 2000 ]; do sleep 0.01; n=$((n+1)); done
              seen \"49$D\" && echo OWN-ARGS-SEEN
              cat /proc/$O/environ >/dev/null && echo OWN-ENVIRON-OK
              kill $O && echo OWN-KILL-OK",
